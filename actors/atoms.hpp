@@ -1,0 +1,51 @@
+#pragma once
+
+/// Every atom of the actor graph, in one place. Atoms are verbs (at most 10
+/// characters in CAF 0.17).
+
+#include <caf/atom.hpp>
+
+namespace recoverd {
+
+using caf::get_atom;
+using caf::ok_atom;
+using caf::put_atom;
+
+/// Append records to the journal.
+using append_atom = caf::atom_constant<caf::atom("append")>;
+/// Journal: write what is pending (self-sent continuation).
+using commit_atom = caf::atom_constant<caf::atom("commit")>;
+/// Journal: make everything accepted so far durable.
+using flush_atom = caf::atom_constant<caf::atom("flush")>;
+/// Journal: periodic WAL sync under the batch policy (self-sent).
+using sync_atom = caf::atom_constant<caf::atom("sync")>;
+/// Delete a job.
+using delete_atom = caf::atom_constant<caf::atom("delete")>;
+/// List jobs.
+using list_atom = caf::atom_constant<caf::atom("list")>;
+/// A job's summary line.
+using summary_atom = caf::atom_constant<caf::atom("summary")>;
+/// Change annotations.
+using annotate_atom = caf::atom_constant<caf::atom("annotate")>;
+/// A job's annotations.
+using annots_atom = caf::atom_constant<caf::atom("annots")>;
+/// Watch a job's annotations.
+using watch_atom = caf::atom_constant<caf::atom("watch")>;
+/// A fault-center snapshot.
+using faults_atom = caf::atom_constant<caf::atom("faults")>;
+/// Recover.Init.
+using init_atom = caf::atom_constant<caf::atom("init")>;
+/// Recover.Register.
+using register_atom = caf::atom_constant<caf::atom("register")>;
+/// Recover.SubscribeProcessManageSignal.
+using subscribe_atom = caf::atom_constant<caf::atom("subscribe")>;
+/// An agent stream ended (self-sent by the stream's close callback).
+using detach_atom = caf::atom_constant<caf::atom("detach")>;
+/// Keep-alive timer (self-sent).
+using keepalive_atom = caf::atom_constant<caf::atom("keepalive")>;
+/// Close every stream before the server stops.
+using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>;
+/// Component status (introspection).
+using status_atom = caf::atom_constant<caf::atom("status")>;
+
+} // namespace recoverd

@@ -1,0 +1,92 @@
+#pragma once
+
+/// Configuration structs of the actors, one per component, with the
+/// reference's defaults (spec §1.5). Read once in `main` and passed down.
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include <caf/error.hpp>
+
+namespace recoverd {
+
+/// Milliseconds, the unit of every configured wait.
+using millis = std::chrono::milliseconds;
+
+/// Every wait of the recovery protocol (reference §1.5; design §4.9).
+struct timeouts {
+  millis keepalive{5'000};           ///< Keep-alive period on agent streams.
+  millis report{900'000};            ///< Any wait for an agent report.
+  millis notify{30'000};             ///< A signal nobody picks up (design §4.3).
+  millis signal_enqueue{1'000};      ///< Enqueue of a signal (killMaster: 60 s).
+  millis fault_flush{1'000};         ///< Fault flush before the global notice.
+  millis resource_release{10'000};   ///< Force-release before the global notice.
+  millis rack_reschedule{12'000};    ///< ra-block rescheduling (4 x 3 s).
+  millis recover_in_place{15'000};   ///< "Fault disappeared?" (5 x 3 s).
+  millis reschedule{270'000};        ///< Pod reschedule wait for recover.
+  millis scale_in_resource{20'000};  ///< Scale-in resource check.
+  millis hccl_convergence{3'000};    ///< Routing convergence before retry.
+  millis exit_reschedule{20'000};    ///< Listen for reschedule after dump/exit.
+  millis restart_all{60'000};        ///< Wait after restarting all processes.
+  millis job_fallback{135'000};      ///< Job running again after fallback.
+  millis restart_fault_delay{5'000}; ///< Before clearing reset in recover.
+  millis platform{300'000};          ///< Platform annotation waits.
+  millis hot_switch_pod{60'000};     ///< Backup pod running (hot switch).
+  millis pre_exit{10'000};           ///< Pre-exit: FSM leaving INIT.
+  millis new_pod_delay{10'000};      ///< New-pod origin bookkeeping.
+};
+
+/// Configuration of one job actor.
+struct job_config {
+  /// The protocol's waits.
+  timeouts waits;
+  /// Write a snapshot of the job's state every this many events (0: never).
+  uint64_t snapshot_every = 1'000;
+  /// Messages a stream may have queued before it is closed with
+  /// RESOURCE_EXHAUSTED (enforced by the stream implementation).
+  size_t stream_buffer = 1'024;
+  /// Wall clock in Unix milliseconds; tests pin it.
+  std::function<int64_t()> clock;
+};
+
+/// Configuration of the job registry.
+struct registry_config {
+  /// Most jobs known at once and most jobs registered for recovery.
+  size_t max_jobs = 10'000;
+  /// Passed to every job actor.
+  job_config job;
+};
+
+/// When the journal makes appends durable.
+enum class sync_policy {
+  /// Sync every batch before replying (durable against power loss).
+  always,
+  /// Reply after the write, sync the WAL every `sync_interval` (durable
+  /// against a process crash; up to one interval lost on power loss).
+  batch,
+};
+
+/// Configuration of the journal.
+struct journal_config {
+  sync_policy sync = sync_policy::always;
+  millis sync_interval{100};
+};
+
+/// Wall clock in Unix milliseconds.
+int64_t system_clock_ms();
+
+/// Checks a job configuration.
+caf::error validate(const job_config& cfg);
+
+/// Checks a registry configuration.
+caf::error validate(const registry_config& cfg);
+
+/// Checks a journal configuration.
+caf::error validate(const journal_config& cfg);
+
+/// Parses "sync" policy names: "always" or "batch".
+bool parse_sync_policy(const std::string& text, sync_policy& out);
+
+} // namespace recoverd

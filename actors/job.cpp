@@ -1,0 +1,293 @@
+#include "actors/job.hpp"
+
+#include <caf/typed_event_based_actor.hpp>
+
+#include "actors/error.hpp"
+#include "actors/log.hpp"
+#include "storage/event_codec.hpp"
+
+namespace recoverd {
+
+namespace {
+
+using self_ptr = job_actor::stateful_pointer<job_state>;
+
+caf::error unknown(const job_model& m) {
+  return make_error(errc::unknown_job,
+                    "job " + m.spec.job_id + " is not known");
+}
+
+bool changes_annotations(const event_body& body) {
+  return std::holds_alternative<annotations_changed>(body)
+         || std::holds_alternative<job_registered>(body)
+         || std::holds_alternative<job_put>(body);
+}
+
+void push_keepalive(self_ptr self) {
+  auto& st = self->state;
+  process_signal sig;
+  sig.uuid = st.model.uuid;
+  sig.job_id = st.model.spec.job_id;
+  sig.signal_type = "keep-alive";
+  st.subscriber->push(sig);
+}
+
+// Effects that follow from events just made durable and applied.
+void after_events(self_ptr self, const std::vector<event_body>& bodies) {
+  auto& st = self->state;
+  bool notify_watchers = false;
+  for (const auto& body : bodies) {
+    if (std::holds_alternative<job_deleted>(body)) {
+      if (st.subscriber)
+        st.subscriber->finish(caf::none);
+      st.subscriber = nullptr;
+      st.live_generation = 0;
+      for (auto& w : st.watchers)
+        w->finish(caf::none);
+      st.watchers.clear();
+      return;
+    }
+    notify_watchers = notify_watchers || changes_annotations(body);
+  }
+  if (notify_watchers && !st.watchers.empty()) {
+    auto view = to_annotations_view(st.model);
+    auto& ws = st.watchers;
+    ws.erase(std::remove_if(ws.begin(), ws.end(),
+                            [&](auto& w) { return !w->push(view); }),
+             ws.end());
+  }
+}
+
+// Appends the events `bodies` through the journal; once durable, applies
+// them and runs their effects, then `on_durable`. Other messages wait
+// (`await`), so every decision sees the state its events will follow.
+template <class OnDurable, class OnError>
+void commit(self_ptr self, std::vector<event_body> bodies,
+            OnDurable on_durable, OnError on_error) {
+  auto& st = self->state;
+  if (bodies.empty()) {
+    on_durable();
+    return;
+  }
+  auto now = st.cfg.clock();
+  std::vector<event> evs;
+  std::vector<log_record> records;
+  auto next = st.model;
+  for (auto& body : bodies) {
+    event ev{next.seq + 1, now, body};
+    records.push_back({st.model.spec.job_id, ev.seq, storage::encode_event(ev)});
+    next = apply(std::move(next), ev);
+    evs.push_back(std::move(ev));
+  }
+  std::vector<snapshot_record> snapshots;
+  auto since = st.events_since_snapshot + evs.size();
+  if (st.cfg.snapshot_every > 0 && since >= st.cfg.snapshot_every) {
+    snapshots.push_back({records.front().job_id, next.seq,
+                         storage::encode_snapshot(next)});
+    since = 0;
+  }
+  self
+    ->request(st.journal, caf::infinite, append_atom::value,
+              std::move(records), std::move(snapshots))
+    .await(
+      [=, bodies = std::move(bodies), next = std::move(next)](uint64_t) mutable {
+        auto& st = self->state;
+        st.model = std::move(next);
+        st.events_since_snapshot = since;
+        for (const auto& ev : evs)
+          ES_DEBUG("job {} appended {} #{}", st.model.spec.job_id,
+                   kind_name(ev.body), ev.seq);
+        after_events(self, bodies);
+        on_durable();
+      },
+      [=](caf::error& err) mutable {
+        ES_WARN("job {} could not persist {} events: {}",
+                self->state.model.spec.job_id, evs.size(), message_of(err));
+        on_error(err);
+      });
+}
+
+// Decides `cmd`, commits its events, then replies through `rp` with
+// `reply()` evaluated after the events are applied.
+template <class T, class Reply>
+caf::result<T> handle(self_ptr self, command cmd, Reply reply) {
+  auto d = decide(self->state.model, cmd);
+  if (!d)
+    return d.error();
+  auto rp = self->make_response_promise<T>();
+  auto status = d->status;
+  commit(
+    self, std::move(d->events),
+    [=]() mutable { rp.deliver(reply(status)); },
+    [=](caf::error& err) mutable { rp.deliver(err); });
+  return rp;
+}
+
+void arm_keepalive(self_ptr self) {
+  self->delayed_send(self, self->state.cfg.waits.keepalive,
+                     keepalive_atom::value, self->state.live_generation);
+}
+
+} // namespace
+
+job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
+                             job_model initial, job_config cfg,
+                             journal_actor journal) {
+  if (auto err = validate(cfg)) {
+    self->quit(err);
+    return job_actor::behavior_type::make_empty_behavior();
+  }
+  self->state.model = std::move(initial);
+  self->state.cfg = std::move(cfg);
+  self->state.journal = std::move(journal);
+  self->set_down_handler([](caf::down_msg&) {});
+  return {
+    [=](put_atom, job_spec& spec) -> caf::result<put_result> {
+      bool created = !self->state.model.exists;
+      return handle<put_result>(self, put_cmd{std::move(spec)},
+                                [=](const biz_status&) {
+                                  const auto& st = self->state;
+                                  return put_result{
+                                    created,
+                                    to_status(st.model,
+                                              st.subscriber != nullptr)};
+                                });
+    },
+    [=](delete_atom) -> caf::result<uint64_t> {
+      auto& st = self->state;
+      if (!st.model.exists)
+        return unknown(st.model);
+      return handle<uint64_t>(self, delete_cmd{st.live_generation},
+                              [=](const biz_status&) {
+                                return self->state.model.seq;
+                              });
+    },
+    [=](get_atom) -> caf::result<job_status> {
+      const auto& st = self->state;
+      if (!st.model.exists)
+        return unknown(st.model);
+      return to_status(st.model, st.subscriber != nullptr);
+    },
+    [=](get_atom, summary_atom) -> caf::result<job_summary> {
+      const auto& st = self->state;
+      if (!st.model.exists)
+        return unknown(st.model);
+      return to_summary(st.model, st.subscriber != nullptr);
+    },
+    [=](annotate_atom, string_map& set, std::vector<std::string>& remove,
+        std::string& by) -> caf::result<annotations_view> {
+      if (!self->state.model.exists)
+        return unknown(self->state.model);
+      return handle<annotations_view>(
+        self, annotate_cmd{std::move(set), std::move(remove), std::move(by)},
+        [=](const biz_status&) {
+          return to_annotations_view(self->state.model);
+        });
+    },
+    [=](get_atom, annots_atom) -> caf::result<annotations_view> {
+      if (!self->state.model.exists)
+        return unknown(self->state.model);
+      return to_annotations_view(self->state.model);
+    },
+    [=](watch_atom, annotations_sink_ptr& sink) -> caf::result<ok_atom> {
+      auto& st = self->state;
+      if (!st.model.exists)
+        return unknown(st.model);
+      if (sink->push(to_annotations_view(st.model)))
+        st.watchers.push_back(std::move(sink));
+      return ok_atom::value;
+    },
+    [=](faults_atom, job_device_faults& faults) -> caf::result<ok_atom> {
+      if (!self->state.model.exists)
+        return unknown(self->state.model);
+      return handle<ok_atom>(self, faults_cmd{std::move(faults)},
+                             [](const biz_status&) { return ok_atom::value; });
+    },
+    [=](init_atom, client_info& client) -> caf::result<biz_status> {
+      if (!self->state.model.exists)
+        return biz_status{502, "job(uid=" + client.job_id + ") is not known"};
+      return handle<biz_status>(self, init_cmd{std::move(client)},
+                                [](const biz_status& s) { return s; });
+    },
+    [=](register_atom, client_info& client,
+        bool cap_reached) -> caf::result<biz_status> {
+      if (!self->state.model.exists)
+        return biz_status{402, "jobId=" + client.job_id
+                                 + " not exist, reuse registry"};
+      return handle<biz_status>(self,
+                                register_cmd{std::move(client), cap_reached},
+                                [](const biz_status& s) { return s; });
+    },
+    [=](subscribe_atom, client_info& client,
+        signal_sink_ptr& sink) -> caf::result<ok_atom> {
+      auto& st = self->state;
+      if (!st.model.exists)
+        return make_error(errc::not_registered,
+                          "jobId=" + client.job_id + " not registed");
+      auto d = decide(st.model, subscribe_cmd{client, st.live_generation});
+      if (!d)
+        return d.error();
+      auto rp = self->make_response_promise<ok_atom>();
+      commit(
+        self, std::move(d->events),
+        [=]() mutable {
+          auto& st = self->state;
+          // Design §4.1: the new stream takes over; the old one ends OK.
+          if (st.subscriber)
+            st.subscriber->finish(caf::none);
+          st.subscriber = sink;
+          st.live_generation = st.model.subscriber_generation;
+          auto generation = st.live_generation;
+          auto addr = self->address();
+          sink->on_close([addr, generation] {
+            if (auto hdl = caf::actor_cast<caf::actor>(addr))
+              caf::anon_send(hdl, detach_atom::value, generation);
+          });
+          ES_INFO("job {} subscribed by {} at {} (generation {})",
+                  st.model.spec.job_id, client.role, client.peer, generation);
+          arm_keepalive(self);
+          rp.deliver(ok_atom::value);
+        },
+        [=](caf::error& err) mutable {
+          sink->finish(err);
+          rp.deliver(err);
+        });
+      return rp;
+    },
+    [=](shutdown_atom) {
+      auto& st = self->state;
+      if (st.subscriber)
+        st.subscriber->finish(
+          make_error(errc::shutting_down, "recoverd is shutting down"));
+      st.subscriber = nullptr;
+      st.live_generation = 0;
+      for (auto& w : st.watchers)
+        w->finish(make_error(errc::shutting_down, "recoverd is shutting down"));
+      st.watchers.clear();
+      return ok_atom::value;
+    },
+    [=](keepalive_atom, uint64_t generation) {
+      auto& st = self->state;
+      // A timer of an older subscription is stale.
+      if (generation != st.live_generation || !st.subscriber)
+        return;
+      push_keepalive(self);
+      arm_keepalive(self);
+    },
+    [=](detach_atom, uint64_t generation) {
+      auto& st = self->state;
+      if (generation == 0 || generation != st.live_generation)
+        return;
+      auto d = decide(st.model,
+                      detach_cmd{generation, st.live_generation, "cancelled"});
+      st.subscriber = nullptr;
+      st.live_generation = 0;
+      ES_INFO("job {} lost its agent stream (generation {})",
+              st.model.spec.job_id, generation);
+      if (d)
+        commit(self, std::move(d->events), [] {}, [](caf::error&) {});
+    },
+  };
+}
+
+} // namespace recoverd

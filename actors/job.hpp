@@ -1,0 +1,37 @@
+#pragma once
+
+#include <vector>
+
+#include "actors/actors.hpp"
+#include "actors/config.hpp"
+#include "actors/job_model.hpp"
+
+namespace recoverd {
+
+/// State of a JOB actor: the folded model plus what is live only while the
+/// daemon runs (streams, timers).
+struct job_state {
+  /// The fold of the job's events.
+  job_model model;
+  job_config cfg;
+  journal_actor journal;
+  /// The agent stream, if one is open.
+  signal_sink_ptr subscriber;
+  /// Generation of `subscriber`; 0 when none is open.
+  uint64_t live_generation = 0;
+  /// Open WatchAnnotations streams.
+  std::vector<annotations_sink_ptr> watchers;
+  /// Events since the last snapshot.
+  uint64_t events_since_snapshot = 0;
+
+  static inline const char* name = "job";
+};
+
+/// The JOB behaviour.
+/// @param initial The job's state as replayed from the log (or empty with
+///                the sequence number to continue from).
+job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
+                             job_model initial, job_config cfg,
+                             journal_actor journal);
+
+} // namespace recoverd

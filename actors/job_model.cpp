@@ -1,0 +1,448 @@
+#include "actors/job_model.hpp"
+
+#include <algorithm>
+#include <array>
+#include <set>
+#include <utility>
+
+#include "actors/error.hpp"
+
+namespace recoverd {
+
+namespace {
+
+template <class... Fs>
+struct overload : Fs... {
+  using Fs::operator()...;
+};
+template <class... Fs>
+overload(Fs...) -> overload<Fs...>;
+
+// Strategies a job may configure, in the reference's priority order.
+constexpr std::array<const char*, 6> known_strategies
+  = {"retry", "recover-in-place", "recover", "elastic-training", "dump", "exit"};
+
+int strategy_priority(const std::string& name) {
+  for (size_t i = 0; i < known_strategies.size(); ++i)
+    if (name == known_strategies[i])
+      return static_cast<int>(i) + 1;
+  return static_cast<int>(known_strategies.size()) + 1;
+}
+
+bool is_known_strategy(const std::string& name) {
+  return strategy_priority(name) <= static_cast<int>(known_strategies.size());
+}
+
+bool is_decimal(const std::string& x) {
+  return !x.empty() && x.size() <= 9
+         && std::all_of(x.begin(), x.end(),
+                        [](char c) { return c >= '0' && c <= '9'; });
+}
+
+caf::error bad(std::string field, std::string what) {
+  return make_error(errc::invalid_argument, field + ": " + what);
+}
+
+std::string quoted(const std::string& x) {
+  return "\"" + x + "\"";
+}
+
+const pod* find_pod_of_device(const job_spec& spec, const std::string& node,
+                              const std::string& dev) {
+  for (const auto& p : spec.pods)
+    if (p.node_name == node)
+      for (const auto& d : p.devices)
+        if (d.device_id == dev)
+          return &p;
+  return nullptr;
+}
+
+bool same_faults(const std::vector<device_fault>& xs,
+                 const std::vector<device_fault>& ys) {
+  auto key = [](const device_fault& f) {
+    return std::tie(f.node_name, f.device_id, f.fault_codes, f.fault_level);
+  };
+  if (xs.size() != ys.size())
+    return false;
+  for (size_t i = 0; i < xs.size(); ++i)
+    if (key(xs[i]) != key(ys[i]))
+      return false;
+  return true;
+}
+
+} // namespace
+
+const char* kind_name(const event_body& body) {
+  return std::visit(
+    overload{
+      [](const job_put&) { return "job_put"; },
+      [](const job_deleted&) { return "job_deleted"; },
+      [](const annotations_changed&) { return "annotations_changed"; },
+      [](const job_inited&) { return "job_inited"; },
+      [](const job_registered&) { return "job_registered"; },
+      [](const subscriber_attached&) { return "subscriber_attached"; },
+      [](const subscriber_detached&) { return "subscriber_detached"; },
+      [](const device_faults_reported&) { return "device_faults_reported"; },
+    },
+    body);
+}
+
+// -- apply --------------------------------------------------------------------
+
+job_model apply(job_model state, const event& ev) {
+  std::visit(
+    overload{
+      [&](const job_put& x) {
+        if (x.created) {
+          // A (re-)created job starts afresh; only the sequence and the
+          // subscription counter continue, so ids stay unique.
+          auto generation = state.subscriber_generation;
+          state = job_model{};
+          state.subscriber_generation = generation;
+          state.created_at_ms = ev.time_ms;
+        }
+        state.exists = true;
+        state.spec = x.spec;
+      },
+      [&](const job_deleted&) {
+        // The id and the subscription counter outlive a deletion, so a
+        // re-created job continues its history.
+        auto id = std::move(state.spec.job_id);
+        auto generation = state.subscriber_generation;
+        state = job_model{};
+        state.spec.job_id = std::move(id);
+        state.subscriber_generation = generation;
+      },
+      [&](const annotations_changed& x) {
+        for (const auto& key : x.removed)
+          state.spec.annotations.erase(key);
+        for (const auto& [key, value] : x.set)
+          state.spec.annotations[key] = value;
+      },
+      [&](const job_inited& x) {
+        state.inited = true;
+        state.init = x.config;
+      },
+      [&](const job_registered&) {
+        state.registered = true;
+        state.process_recover_label = "on";
+      },
+      [&](const subscriber_attached& x) {
+        state.subscriber_generation = x.generation;
+      },
+      [&](const subscriber_detached&) {
+        // nop: audit only; live streams are not part of the durable state
+      },
+      [&](const device_faults_reported& x) {
+        state.health_state = x.health_state;
+        state.device_faults = x.faults;
+      },
+    },
+    ev.body);
+  state.seq = ev.seq;
+  state.updated_at_ms = ev.time_ms;
+  return state;
+}
+
+job_model fold(job_model state, const std::vector<event>& evs) {
+  for (const auto& ev : evs)
+    state = apply(std::move(state), ev);
+  return state;
+}
+
+// -- validation ---------------------------------------------------------------
+
+caf::error validate_job_id(const std::string& job_id) {
+  if (job_id.empty())
+    return bad("jobId", "must not be empty");
+  if (job_id.size() > 256)
+    return bad("jobId", "longer than 256 bytes");
+  for (auto c : job_id)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+      return bad("jobId", "contains a control character");
+  return caf::none;
+}
+
+caf::error validate(const job_spec& spec) {
+  if (auto err = validate_job_id(spec.job_id))
+    return err;
+  if (!spec.framework.empty() && spec.framework != "pytorch"
+      && spec.framework != "mindspore")
+    return bad("framework", "unknown framework " + quoted(spec.framework)
+                              + " (allowed: \"\", pytorch, mindspore)");
+  std::set<std::string> seen_strategies;
+  for (size_t i = 0; i < spec.recover_strategies.size(); ++i) {
+    const auto& s = spec.recover_strategies[i];
+    auto field = "recoverStrategies[" + std::to_string(i) + "]";
+    if (!is_known_strategy(s))
+      return bad(field, "unknown strategy " + quoted(s)
+                          + " (allowed: retry, recover-in-place, recover, "
+                            "elastic-training, dump, exit)");
+    if (!seen_strategies.insert(s).second)
+      return bad(field, "strategy " + quoted(s) + " listed twice");
+  }
+  if (spec.graceful_fault_tolerance && spec.process_recover_enable)
+    return bad("gracefulFaultTolerance",
+               "cannot be enabled together with processRecoverEnable "
+               "(graceful fault tolerance and process-level recovery are "
+               "mutually exclusive)");
+  if (spec.fault_scheduling != "" && spec.fault_scheduling != "grace"
+      && spec.fault_scheduling != "force")
+    return bad("faultScheduling", "unknown value "
+                                    + quoted(spec.fault_scheduling)
+                                    + " (allowed: \"\", grace, force)");
+  const auto& sh = spec.sub_healthy_strategy;
+  if (sh != "" && sh != "graceExit" && sh != "ignore" && sh != "hotSwitch")
+    return bad("subHealthyStrategy",
+               "unknown value " + quoted(sh)
+                 + " (allowed: \"\", graceExit, ignore, hotSwitch)");
+  for (const auto& [key, value] : spec.annotations)
+    if (key.empty())
+      return bad("annotations", "empty key");
+  std::map<int32_t, size_t> pod_ranks;
+  std::map<std::string, std::string> rank_owner; // rank -> "node/device"
+  for (size_t i = 0; i < spec.pods.size(); ++i) {
+    const auto& p = spec.pods[i];
+    auto field = "pods[" + std::to_string(i) + "]";
+    if (p.pod_rank < 0)
+      return bad(field + ".podRank", "must be >= 0");
+    if (auto [it, fresh] = pod_ranks.emplace(p.pod_rank, i); !fresh)
+      return bad(field + ".podRank",
+                 "duplicate pod rank " + std::to_string(p.pod_rank)
+                   + " (also pods[" + std::to_string(it->second) + "])");
+    if (p.uid.empty())
+      return bad(field + ".uid", "must not be empty");
+    if (p.node_name.empty())
+      return bad(field + ".nodeName", "must not be empty");
+    std::set<std::string> device_ids;
+    for (size_t j = 0; j < p.devices.size(); ++j) {
+      const auto& d = p.devices[j];
+      auto dfield = field + ".devices[" + std::to_string(j) + "]";
+      if (d.device_id.empty())
+        return bad(dfield + ".deviceId", "must not be empty");
+      if (!device_ids.insert(d.device_id).second)
+        return bad(dfield + ".deviceId",
+                   "duplicate device " + quoted(d.device_id) + " in pod");
+      if (!is_decimal(d.rank_id))
+        return bad(dfield + ".rankId", "must be a non-negative decimal, got "
+                                         + quoted(d.rank_id));
+      auto where = p.node_name + "/" + d.device_id;
+      if (auto [it, fresh] = rank_owner.emplace(d.rank_id, where); !fresh)
+        return bad(dfield + ".rankId", "rank " + d.rank_id
+                                         + " is already on device "
+                                         + it->second);
+    }
+  }
+  return caf::none;
+}
+
+std::vector<std::string> effective_strategies(const job_spec& spec) {
+  std::vector<std::string> result;
+  for (const auto& s : spec.recover_strategies)
+    if (is_known_strategy(s))
+      result.push_back(s);
+  if (spec.fault_scheduling == "grace" || spec.fault_scheduling == "force")
+    result.emplace_back("job-rescheduling");
+  if (spec.pod_rescheduling)
+    result.emplace_back("pod-rescheduling");
+  result.emplace_back("exit");
+  std::stable_sort(result.begin(), result.end(),
+                   [](const auto& x, const auto& y) {
+                     return strategy_priority(x) < strategy_priority(y);
+                   });
+  result.erase(std::unique(result.begin(), result.end()), result.end());
+  return result;
+}
+
+init_config make_init_config(const job_spec& spec) {
+  init_config result;
+  result.platform_mode = spec.platform_mode
+                         || spec.annotations.count("ProcessRecoverStrategy")
+                              > 0;
+  result.strategies = effective_strategies(spec);
+  result.process_recover_enable = spec.process_recover_enable;
+  result.sub_healthy_strategy = spec.sub_healthy_strategy;
+  result.framework = spec.framework;
+  return result;
+}
+
+// -- decide -------------------------------------------------------------------
+
+namespace {
+
+caf::expected<decision> decide_put(const job_model& state, const put_cmd& cmd) {
+  if (auto err = validate(cmd.spec))
+    return err;
+  if (state.exists && cmd.spec.job_id != state.spec.job_id)
+    return bad("jobId", "does not match the job");
+  job_put ev{cmd.spec, !state.exists};
+  // An empty annotation map keeps what the job has: annotations are changed
+  // through SetAnnotations, and recoverd writes some of them itself.
+  if (state.exists && ev.spec.annotations.empty())
+    ev.spec.annotations = state.spec.annotations;
+  return decision{{std::move(ev)}, {}};
+}
+
+caf::expected<decision> decide_annotate(const job_model& state,
+                                        const annotate_cmd& cmd) {
+  for (const auto& [key, value] : cmd.set)
+    if (key.empty())
+      return bad("set", "empty annotation key");
+  for (const auto& key : cmd.remove) {
+    if (key.empty())
+      return bad("remove", "empty annotation key");
+    if (cmd.set.count(key) > 0)
+      return bad("remove", "key " + quoted(key) + " is both set and removed");
+  }
+  annotations_changed ev;
+  ev.by = cmd.by;
+  for (const auto& [key, value] : cmd.set) {
+    auto i = state.spec.annotations.find(key);
+    if (i == state.spec.annotations.end() || i->second != value)
+      ev.set.emplace(key, value);
+  }
+  for (const auto& key : cmd.remove)
+    if (state.spec.annotations.count(key) > 0)
+      ev.removed.push_back(key);
+  decision result;
+  if (!ev.set.empty() || !ev.removed.empty())
+    result.events.emplace_back(std::move(ev));
+  return result;
+}
+
+caf::expected<decision> decide_faults(const job_model& state,
+                                      const faults_cmd& cmd) {
+  const auto& x = cmd.faults;
+  const auto& hs = x.health_state;
+  if (hs != "Healthy" && hs != "SubHealthy" && hs != "UnHealthy")
+    return bad("healthState", "unknown value " + quoted(hs)
+                                + " (allowed: Healthy, SubHealthy, UnHealthy)");
+  for (size_t i = 0; i < x.faults.size(); ++i) {
+    const auto& f = x.faults[i];
+    auto field = "faults[" + std::to_string(i) + "]";
+    if (f.fault_codes.empty())
+      return bad(field + ".faultCodes", "must not be empty");
+    if (find_pod_of_device(state.spec, f.node_name, f.device_id) == nullptr)
+      return bad(field, "device " + quoted(f.device_id) + " on node "
+                          + quoted(f.node_name)
+                          + " is not in the job's topology");
+  }
+  decision result;
+  // The fault center repeats its snapshot about every second; only a change
+  // is worth an event.
+  if (hs != state.health_state || !same_faults(x.faults, state.device_faults))
+    result.events.emplace_back(device_faults_reported{hs, x.faults});
+  return result;
+}
+
+caf::expected<decision> decide_init(const job_model& state,
+                                    const init_cmd& cmd) {
+  const auto& id = cmd.client.job_id;
+  if (state.inited)
+    return decision{{}, {0, "job(uid=" + id + ") init success"}};
+  if (!state.spec.process_recover_enable
+      && state.spec.sub_healthy_strategy != "hotSwitch")
+    return decision{{},
+                    {403, "job(uid=" + id
+                            + ") process-recover-enable and subhealthy "
+                              "hotswtich not open:<nil>"}};
+  return decision{{job_inited{make_init_config(state.spec), cmd.client.role}},
+                  {0, "job(uid=" + id + ") init success"}};
+}
+
+caf::expected<decision> decide_register(const job_model& state,
+                                        const register_cmd& cmd) {
+  if (state.registered)
+    return decision{{}, {0, "register success"}};
+  if (!state.inited)
+    return decision{{}, {408, "jobId=" + cmd.client.job_id + " not inited"}};
+  if (cmd.cap_reached)
+    return decision{{},
+                    {500, "out of max serve jobs, reuse registry for jobId="
+                            + cmd.client.job_id}};
+  return decision{{job_registered{cmd.client.role}}, {0, "register success"}};
+}
+
+caf::expected<decision> decide_subscribe(const job_model& state,
+                                         const subscribe_cmd& cmd) {
+  if (!state.registered)
+    return make_error(errc::not_registered,
+                      "jobId=" + cmd.client.job_id + " not registed");
+  decision result;
+  if (cmd.live_generation != 0)
+    result.events.emplace_back(
+      subscriber_detached{cmd.live_generation, "taken over"});
+  result.events.emplace_back(subscriber_attached{
+    state.subscriber_generation + 1, cmd.client.role, cmd.client.peer});
+  return result;
+}
+
+} // namespace
+
+caf::expected<decision> decide(const job_model& state, const command& cmd) {
+  return std::visit(
+    overload{
+      [&](const put_cmd& x) { return decide_put(state, x); },
+      [&](const delete_cmd& x) -> caf::expected<decision> {
+        decision result;
+        if (x.live_generation != 0)
+          result.events.emplace_back(
+            subscriber_detached{x.live_generation, "job deleted"});
+        result.events.emplace_back(job_deleted{});
+        return result;
+      },
+      [&](const annotate_cmd& x) { return decide_annotate(state, x); },
+      [&](const faults_cmd& x) { return decide_faults(state, x); },
+      [&](const init_cmd& x) { return decide_init(state, x); },
+      [&](const register_cmd& x) { return decide_register(state, x); },
+      [&](const subscribe_cmd& x) { return decide_subscribe(state, x); },
+      [&](const detach_cmd& x) -> caf::expected<decision> {
+        decision result;
+        if (x.generation != 0 && x.generation == x.live_generation)
+          result.events.emplace_back(
+            subscriber_detached{x.generation, x.reason});
+        return result;
+      },
+    },
+    cmd);
+}
+
+// -- views --------------------------------------------------------------------
+
+job_status to_status(const job_model& state, bool subscribed) {
+  job_status result;
+  result.spec = state.spec;
+  result.inited = state.inited;
+  result.registered = state.registered;
+  result.subscribed = subscribed;
+  result.recovery_state = state.recovery_state;
+  result.process_recover_label = state.process_recover_label;
+  result.last_seq = state.seq;
+  result.created_at_ms = state.created_at_ms;
+  result.updated_at_ms = state.updated_at_ms;
+  result.device_faults = state.device_faults;
+  result.health_state = state.health_state;
+  return result;
+}
+
+job_summary to_summary(const job_model& state, bool subscribed) {
+  job_summary result;
+  result.job_id = state.spec.job_id;
+  result.name = state.spec.name;
+  result.ns = state.spec.ns;
+  result.registered = state.registered;
+  result.subscribed = subscribed;
+  result.recovery_state = state.recovery_state;
+  result.pods = static_cast<int32_t>(state.spec.pods.size());
+  for (const auto& p : state.spec.pods)
+    result.ranks += static_cast<int32_t>(p.devices.size());
+  result.last_seq = state.seq;
+  return result;
+}
+
+annotations_view to_annotations_view(const job_model& state) {
+  return {state.spec.job_id, state.spec.annotations,
+          state.process_recover_label, state.seq};
+}
+
+} // namespace recoverd

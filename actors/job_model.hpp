@@ -1,0 +1,137 @@
+#pragma once
+
+/// The pure core of a job: its state as a fold of its events (`apply`) and
+/// what an input causes (`decide`). No I/O, no clock, no randomness: the job
+/// actor stamps time and sequence numbers on the events `decide` returns.
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include <caf/expected.hpp>
+
+#include "actors/types.hpp"
+
+namespace recoverd {
+
+/// The recovery state of a job with no flow running.
+constexpr const char* idle_state = "INIT";
+
+/// A job's state: the fold of its events.
+struct job_model {
+  bool exists = false; ///< Put and not deleted.
+  job_spec spec;       ///< Current spec, annotations included.
+  bool inited = false;
+  init_config init;
+  bool registered = false;
+  std::string recovery_state = idle_state;
+  std::string process_recover_label; ///< "", "on" or "pause".
+  std::string uuid;                  ///< Current flow's uuid; empty when idle.
+  int64_t created_at_ms = 0;
+  int64_t updated_at_ms = 0;
+  std::string health_state = "Healthy";
+  std::vector<device_fault> device_faults;
+  uint64_t subscriber_generation = 0; ///< Subscriptions so far.
+  uint64_t seq = 0;                   ///< Sequence number of the last event.
+};
+
+/// Returns the state after `ev`. Pure.
+job_model apply(job_model state, const event& ev);
+
+/// Folds `evs` into `state`. Pure.
+job_model fold(job_model state, const std::vector<event>& evs);
+
+// -- inputs -------------------------------------------------------------------
+
+/// Platform.PutJob.
+struct put_cmd {
+  job_spec spec;
+};
+
+/// Platform.DeleteJob. `live_generation` is the open agent stream, 0 if none.
+struct delete_cmd {
+  uint64_t live_generation = 0;
+};
+
+/// Platform.SetAnnotations (or recoverd itself, with `by` = "recoverd").
+struct annotate_cmd {
+  string_map set;
+  std::vector<std::string> remove;
+  std::string by = "platform";
+};
+
+/// Platform.ReportDeviceFaults for this job.
+struct faults_cmd {
+  job_device_faults faults;
+};
+
+/// Recover.Init.
+struct init_cmd {
+  client_info client;
+};
+
+/// Recover.Register. `cap_reached` is the registry's verdict on its cap of
+/// registered jobs.
+struct register_cmd {
+  client_info client;
+  bool cap_reached = false;
+};
+
+/// Recover.SubscribeProcessManageSignal. `live_generation` is the stream it
+/// takes over, 0 if none.
+struct subscribe_cmd {
+  client_info client;
+  uint64_t live_generation = 0;
+};
+
+/// An agent stream of `generation` ended. `live_generation` is the stream
+/// open now, 0 if none.
+struct detach_cmd {
+  uint64_t generation = 0;
+  uint64_t live_generation = 0;
+  std::string reason;
+};
+
+/// Everything a job can be asked to do.
+using command = std::variant<put_cmd, delete_cmd, annotate_cmd, faults_cmd,
+                             init_cmd, register_cmd, subscribe_cmd, detach_cmd>;
+
+/// What an input causes: the events to append (maybe none) and, for Recover
+/// calls, the business status to answer once they are durable.
+struct decision {
+  std::vector<event_body> events;
+  biz_status status;
+};
+
+/// Decides what `cmd` causes in `state`. Pure. An error means the input is
+/// rejected and nothing changes.
+caf::expected<decision> decide(const job_model& state, const command& cmd);
+
+// -- validation and derived values -------------------------------------------
+
+/// Checks a job spec as a whole; the error message names the offending field
+/// in proto3 JSON spelling (e.g. `pods[1].devices[0].rankId`).
+caf::error validate(const job_spec& spec);
+
+/// Checks a job id: non-empty, at most 256 bytes, no control characters.
+caf::error validate_job_id(const std::string& job_id);
+
+/// The strategies recoverd may use for `spec`, in priority order
+/// (reference §0): configured ones filtered to the known names, plus
+/// job-rescheduling / pod-rescheduling as configured, plus exit.
+std::vector<std::string> effective_strategies(const job_spec& spec);
+
+/// The recovery configuration captured at Init.
+init_config make_init_config(const job_spec& spec);
+
+/// The status view of a model.
+job_status to_status(const job_model& state, bool subscribed);
+
+/// The summary line of a model.
+job_summary to_summary(const job_model& state, bool subscribed);
+
+/// The annotations view of a model.
+annotations_view to_annotations_view(const job_model& state);
+
+} // namespace recoverd

@@ -1,0 +1,258 @@
+#include "actors/job_registry.hpp"
+
+#include <algorithm>
+#include <memory>
+
+#include <caf/typed_event_based_actor.hpp>
+
+#include "actors/error.hpp"
+#include "actors/job.hpp"
+#include "actors/log.hpp"
+#include "storage/event_log.hpp"
+
+namespace recoverd {
+
+namespace {
+
+using self_ptr = job_registry_actor::stateful_pointer<job_registry_state>;
+
+// How long the registry waits for a job during a fan-out.
+constexpr auto fan_out_timeout = std::chrono::seconds(30);
+
+caf::error unknown_job(const std::string& id) {
+  return make_error(errc::unknown_job, "job " + id + " is not known");
+}
+
+const job_actor* find(self_ptr self, const std::string& id) {
+  auto i = self->state.jobs.find(id);
+  return i == self->state.jobs.end() ? nullptr : &i->second;
+}
+
+job_actor spawn_job(self_ptr self, job_model initial) {
+  auto id = initial.spec.job_id;
+  auto hdl = self->spawn(job, std::move(initial), self->state.cfg.job,
+                         self->state.journal);
+  self->state.jobs.emplace(std::move(id), hdl);
+  return hdl;
+}
+
+// Sends `xs...` to every job and calls `each` with every reply, then `done`
+// once all have answered (errors count as answered).
+template <class Reply, class Each, class Done, class... Ts>
+void fan_out(self_ptr self, Each each, Done done, Ts... xs) {
+  auto remaining = std::make_shared<size_t>(self->state.jobs.size());
+  if (*remaining == 0) {
+    done();
+    return;
+  }
+  for (const auto& [id, hdl] : self->state.jobs)
+    self->request(hdl, fan_out_timeout, xs...)
+      .then(
+        [=](Reply& x) mutable {
+          each(x);
+          if (--*remaining == 0)
+            done();
+        },
+        [=](caf::error&) mutable {
+          if (--*remaining == 0)
+            done();
+        });
+}
+
+} // namespace
+
+job_registry_actor::behavior_type
+job_registry(job_registry_actor::stateful_pointer<job_registry_state> self,
+             registry_config cfg, journal_actor journal,
+             std::vector<job_model> initial, std::vector<std::string> deleted,
+             const storage::event_log* log) {
+  if (auto err = validate(cfg)) {
+    self->quit(err);
+    return job_registry_actor::behavior_type::make_empty_behavior();
+  }
+  auto& st = self->state;
+  st.cfg = std::move(cfg);
+  st.journal = std::move(journal);
+  st.log = log;
+  st.deleted = {deleted.begin(), deleted.end()};
+  if (initial.size() > st.cfg.max_jobs)
+    ES_WARN("job_registry holds {} jobs from the log, more than the cap of "
+            "{}; new jobs are refused until some are deleted",
+            initial.size(), st.cfg.max_jobs);
+  for (auto& m : initial) {
+    if (m.registered)
+      st.registered.insert(m.spec.job_id);
+    spawn_job(self, std::move(m));
+  }
+  return {
+    [=](put_atom, job_spec& spec) -> caf::result<put_result> {
+      if (auto err = validate(spec))
+        return err;
+      if (auto* hdl = find(self, spec.job_id))
+        return self->delegate(*hdl, put_atom::value, std::move(spec));
+      auto& st = self->state;
+      if (st.jobs.size() >= st.cfg.max_jobs)
+        return make_error(errc::job_cap_reached,
+                          "job cap of " + std::to_string(st.cfg.max_jobs)
+                            + " reached; delete jobs or raise --max-jobs");
+      // A re-created job continues the sequence of its deleted history.
+      job_model fresh;
+      fresh.spec.job_id = spec.job_id;
+      if (st.log != nullptr) {
+        auto last = st.log->last_seq(spec.job_id);
+        if (!last)
+          return last.error();
+        fresh.seq = *last;
+      }
+      auto id = spec.job_id;
+      auto hdl = spawn_job(self, std::move(fresh));
+      auto rp = self->make_response_promise<put_result>();
+      self->request(hdl, caf::infinite, put_atom::value, std::move(spec))
+        .then(
+          [=](put_result& res) mutable {
+            self->state.deleted.erase(id);
+            ES_INFO("job {} created", id);
+            rp.deliver(std::move(res));
+          },
+          [=](caf::error& err) mutable {
+            // Nothing was stored: forget the job again.
+            self->state.jobs.erase(id);
+            self->send_exit(hdl, caf::exit_reason::user_shutdown);
+            rp.deliver(err);
+          });
+      return rp;
+    },
+    [=](delete_atom, std::string& id) -> caf::result<uint64_t> {
+      auto* hdl = find(self, id);
+      if (hdl == nullptr)
+        return unknown_job(id);
+      auto target = *hdl;
+      auto rp = self->make_response_promise<uint64_t>();
+      self->request(target, caf::infinite, delete_atom::value)
+        .then(
+          [=](uint64_t seq) mutable {
+            auto& st = self->state;
+            auto i = st.jobs.find(id);
+            if (i != st.jobs.end() && i->second == target)
+              st.jobs.erase(i);
+            st.registered.erase(id);
+            st.deleted.insert(id);
+            self->send_exit(target, caf::exit_reason::user_shutdown);
+            ES_INFO("job {} deleted", id);
+            rp.deliver(seq);
+          },
+          [=](caf::error& err) mutable { rp.deliver(err); });
+      return rp;
+    },
+    [=](get_atom, std::string& id) -> caf::result<job_status> {
+      if (auto* hdl = find(self, id))
+        return self->delegate(*hdl, get_atom::value);
+      return unknown_job(id);
+    },
+    [=](list_atom, std::string& ns) -> caf::result<std::vector<job_summary>> {
+      auto rp = self->make_response_promise<std::vector<job_summary>>();
+      auto acc = std::make_shared<std::vector<job_summary>>();
+      fan_out<job_summary>(
+        self,
+        [=](job_summary& x) {
+          if (ns.empty() || x.ns == ns)
+            acc->push_back(std::move(x));
+        },
+        [=]() mutable {
+          std::sort(acc->begin(), acc->end(),
+                    [](const auto& x, const auto& y) {
+                      return x.job_id < y.job_id;
+                    });
+          rp.deliver(std::move(*acc));
+        },
+        get_atom::value, summary_atom::value);
+      return rp;
+    },
+    [=](annotate_atom, std::string& id, string_map& set,
+        std::vector<std::string>& remove,
+        std::string& by) -> caf::result<annotations_view> {
+      if (auto* hdl = find(self, id))
+        return self->delegate(*hdl, annotate_atom::value, std::move(set),
+                              std::move(remove), std::move(by));
+      return unknown_job(id);
+    },
+    [=](get_atom, annots_atom,
+        std::string& id) -> caf::result<annotations_view> {
+      if (auto* hdl = find(self, id))
+        return self->delegate(*hdl, get_atom::value, annots_atom::value);
+      return unknown_job(id);
+    },
+    [=](watch_atom, std::string& id,
+        annotations_sink_ptr& sink) -> caf::result<ok_atom> {
+      if (auto* hdl = find(self, id))
+        return self->delegate(*hdl, watch_atom::value, std::move(sink));
+      return unknown_job(id);
+    },
+    [=](faults_atom, job_device_faults& faults) -> caf::result<ok_atom> {
+      if (auto* hdl = find(self, faults.job_id))
+        return self->delegate(*hdl, faults_atom::value, std::move(faults));
+      return unknown_job(faults.job_id);
+    },
+    [=](init_atom, client_info& client) -> caf::result<biz_status> {
+      if (auto* hdl = find(self, client.job_id))
+        return self->delegate(*hdl, init_atom::value, std::move(client));
+      return biz_status{502, "job(uid=" + client.job_id
+                               + ") is not known: no PutJob for it"};
+    },
+    [=](register_atom, client_info& client) -> caf::result<biz_status> {
+      auto& st = self->state;
+      auto* hdl = find(self, client.job_id);
+      if (hdl == nullptr) {
+        if (st.deleted.count(client.job_id) > 0)
+          return biz_status{402, "jobId=" + client.job_id
+                                   + " not exist, reuse registry"};
+        return biz_status{408, "jobId=" + client.job_id + " not inited"};
+      }
+      if (st.registered.count(client.job_id) > 0)
+        return self->delegate(*hdl, register_atom::value, std::move(client),
+                              false);
+      // Reserve a slot so that concurrent registrations respect the cap.
+      bool cap_reached = st.registered.size() + st.pending_registrations
+                         >= st.cfg.max_jobs;
+      if (!cap_reached)
+        ++st.pending_registrations;
+      auto id = client.job_id;
+      auto rp = self->make_response_promise<biz_status>();
+      self
+        ->request(*hdl, caf::infinite, register_atom::value, std::move(client),
+                  cap_reached)
+        .then(
+          [=](biz_status& status) mutable {
+            auto& st = self->state;
+            if (!cap_reached)
+              --st.pending_registrations;
+            if (status.code == 0 && st.jobs.count(id) > 0)
+              st.registered.insert(id);
+            rp.deliver(std::move(status));
+          },
+          [=](caf::error& err) mutable {
+            if (!cap_reached)
+              --self->state.pending_registrations;
+            rp.deliver(err);
+          });
+      return rp;
+    },
+    [=](subscribe_atom, client_info& client,
+        signal_sink_ptr& sink) -> caf::result<ok_atom> {
+      if (auto* hdl = find(self, client.job_id))
+        return self->delegate(*hdl, subscribe_atom::value, std::move(client),
+                              std::move(sink));
+      return make_error(errc::not_registered,
+                        "jobId=" + client.job_id + " not registed");
+    },
+    [=](shutdown_atom) -> caf::result<ok_atom> {
+      auto rp = self->make_response_promise<ok_atom>();
+      fan_out<ok_atom>(
+        self, [](ok_atom) {}, [=]() mutable { rp.deliver(ok_atom::value); },
+        shutdown_atom::value);
+      return rp;
+    },
+  };
+}
+
+} // namespace recoverd

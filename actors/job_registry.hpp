@@ -1,0 +1,46 @@
+#pragma once
+
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "actors/actors.hpp"
+#include "actors/config.hpp"
+#include "actors/job_model.hpp"
+
+namespace recoverd {
+
+namespace storage {
+class event_log;
+} // namespace storage
+
+/// State of the JOB REGISTRY actor.
+struct job_registry_state {
+  registry_config cfg;
+  journal_actor journal;
+  /// For the sequence number a re-created job continues from (read only).
+  const storage::event_log* log = nullptr;
+  /// Every live job.
+  std::unordered_map<std::string, job_actor> jobs;
+  /// Jobs registered for recovery (counted against the cap).
+  std::set<std::string> registered;
+  /// Registrations on their way to a job (reserved against the cap).
+  size_t pending_registrations = 0;
+  /// Jobs that existed and were deleted (Register answers 402 for them).
+  std::set<std::string> deleted;
+
+  static inline const char* name = "job_registry";
+};
+
+/// The JOB REGISTRY behaviour.
+/// @param initial Jobs replayed from the log at start-up.
+/// @param deleted Ids of deleted jobs found in the log.
+/// @param log Read-only access for re-created jobs; may be null in tests.
+job_registry_actor::behavior_type
+job_registry(job_registry_actor::stateful_pointer<job_registry_state> self,
+             registry_config cfg, journal_actor journal,
+             std::vector<job_model> initial, std::vector<std::string> deleted,
+             const storage::event_log* log);
+
+} // namespace recoverd

@@ -1,0 +1,118 @@
+#include "actors/journal.hpp"
+
+#include <chrono>
+
+#include "actors/error.hpp"
+#include "actors/log.hpp"
+#include "storage/event_log.hpp"
+
+namespace recoverd {
+
+namespace {
+
+using self_ptr = journal_actor::stateful_pointer<journal_state>;
+
+// Writes every pending append as one batch and answers each of them.
+void commit(self_ptr self) {
+  auto& st = self->state;
+  st.commit_scheduled = false;
+  if (st.pending.empty())
+    return;
+  auto batch = std::move(st.pending);
+  st.pending.clear();
+  if (st.failure) {
+    for (auto& p : batch)
+      p.promise.deliver(st.failure);
+    return;
+  }
+  std::vector<log_record> events;
+  std::vector<snapshot_record> snapshots;
+  for (auto& p : batch) {
+    std::move(p.events.begin(), p.events.end(), std::back_inserter(events));
+    std::move(p.snapshots.begin(), p.snapshots.end(),
+              std::back_inserter(snapshots));
+  }
+  auto start = std::chrono::steady_clock::now();
+  auto err = st.log->append(events, snapshots);
+  auto micros = std::chrono::duration_cast<std::chrono::microseconds>(
+                  std::chrono::steady_clock::now() - start)
+                  .count();
+  if (err) {
+    st.failure = err;
+    st.stats.failure = message_of(err);
+    ES_ERROR("journal refuses all further appends: {}", st.stats.failure);
+    for (auto& p : batch)
+      p.promise.deliver(err);
+    return;
+  }
+  st.stats.batches += 1;
+  st.stats.records += events.size();
+  st.stats.max_batch = std::max<uint64_t>(st.stats.max_batch, events.size());
+  st.stats.write_micros += static_cast<uint64_t>(micros);
+  st.stats.last_position = st.log->last_position();
+  for (auto& p : batch)
+    p.promise.deliver(st.stats.last_position);
+}
+
+// Under the batch policy, makes the written appends durable.
+void sync(self_ptr self) {
+  auto& st = self->state;
+  if (st.cfg.sync != sync_policy::batch || st.failure)
+    return;
+  if (auto err = st.log->sync_wal()) {
+    st.failure = err;
+    st.stats.failure = message_of(err);
+    ES_ERROR("journal refuses all further appends: {}", st.stats.failure);
+  }
+}
+
+} // namespace
+
+journal_actor::behavior_type
+journal(journal_actor::stateful_pointer<journal_state> self,
+        storage::event_log* log, journal_config cfg) {
+  if (auto err = validate(cfg); err || log == nullptr) {
+    self->quit(err ? err
+                   : make_error(errc::invalid_argument, "journal has no log"));
+    return journal_actor::behavior_type::make_empty_behavior();
+  }
+  self->state.log = log;
+  self->state.cfg = cfg;
+  self->state.stats.last_position = log->last_position();
+  if (cfg.sync == sync_policy::batch)
+    self->delayed_send(self, cfg.sync_interval, sync_atom::value);
+  return {
+    [=](append_atom, std::vector<log_record>& events,
+        std::vector<snapshot_record>& snapshots) -> caf::result<uint64_t> {
+      auto& st = self->state;
+      if (st.failure)
+        return st.failure;
+      auto rp = self->make_response_promise<uint64_t>();
+      st.pending.push_back({std::move(events), std::move(snapshots), rp});
+      // Group commit: the commit message queues behind every append already
+      // in the mailbox, so they all go into one write.
+      if (!st.commit_scheduled) {
+        st.commit_scheduled = true;
+        self->send(self, commit_atom::value);
+      }
+      return rp;
+    },
+    [=](commit_atom) { commit(self); },
+    [=](flush_atom) -> caf::result<ok_atom> {
+      commit(self);
+      sync(self);
+      if (self->state.failure)
+        return self->state.failure;
+      return ok_atom::value;
+    },
+    [=](sync_atom) {
+      commit(self);
+      sync(self);
+      self->delayed_send(self, self->state.cfg.sync_interval,
+                         sync_atom::value);
+    },
+    [=](status_atom) { return self->state.stats; },
+  };
+}
+
+} // namespace recoverd

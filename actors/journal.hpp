@@ -1,0 +1,43 @@
+#pragma once
+
+#include <vector>
+
+#include <caf/typed_response_promise.hpp>
+
+#include "actors/actors.hpp"
+#include "actors/config.hpp"
+
+namespace recoverd {
+
+namespace storage {
+class event_log;
+} // namespace storage
+
+/// State of the JOURNAL actor.
+struct journal_state {
+  /// One append waiting for the next write.
+  struct pending_append {
+    std::vector<log_record> events;
+    std::vector<snapshot_record> snapshots;
+    caf::typed_response_promise<uint64_t> promise;
+  };
+
+  storage::event_log* log = nullptr;
+  journal_config cfg;
+  std::vector<pending_append> pending;
+  bool commit_scheduled = false;
+  /// Sticky: once a write failed, the log's state is unknown and every later
+  /// append is refused with this error.
+  caf::error failure;
+  journal_stats stats;
+
+  static inline const char* name = "journal";
+};
+
+/// The JOURNAL behaviour. Run it detached: it blocks in fsync.
+/// @param log The event log; outlives the actor.
+journal_actor::behavior_type
+journal(journal_actor::stateful_pointer<journal_state> self,
+        storage::event_log* log, journal_config cfg);
+
+} // namespace recoverd

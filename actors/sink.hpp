@@ -1,0 +1,48 @@
+#pragma once
+
+/// The one-way channel from a job actor to an open gRPC server stream. The
+/// implementation lives in `services/` (it owns the gRPC reactor); actors
+/// only see this interface, so they never block and never touch gRPC.
+
+#include <functional>
+#include <memory>
+
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/error.hpp>
+
+#include "actors/types.hpp"
+
+namespace recoverd {
+
+/// A bounded, non-blocking outlet for messages of type `T`.
+template <class T>
+class stream_sink {
+public:
+  virtual ~stream_sink() = default;
+
+  /// Queues `x` for sending. Returns false when the stream has ended; when
+  /// the buffer overflows, the stream is ended with RESOURCE_EXHAUSTED and
+  /// false is returned.
+  virtual bool push(const T& x) = 0;
+
+  /// Ends the stream after what is queued; an empty error ends it with OK.
+  virtual void finish(const caf::error& err) = 0;
+
+  /// Calls `f` once when the stream has ended for any reason (the client
+  /// went away, `finish`, overflow); at once when it has already ended.
+  virtual void on_close(std::function<void()> f) = 0;
+
+  /// True once the stream has ended.
+  virtual bool closed() const = 0;
+};
+
+/// Where a job sends its agent signals.
+using signal_sink_ptr = std::shared_ptr<stream_sink<process_signal>>;
+
+/// Where a job sends annotation changes.
+using annotations_sink_ptr = std::shared_ptr<stream_sink<annotations_view>>;
+
+} // namespace recoverd
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(recoverd::signal_sink_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(recoverd::annotations_sink_ptr)

@@ -1,0 +1,312 @@
+#pragma once
+
+/// Domain types exchanged between actors and stored in events. No protobuf
+/// and no gRPC types appear here: `services/` and `storage/` translate.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include <caf/meta/type_name.hpp>
+
+namespace recoverd {
+
+/// Ordered string map (annotations, ...).
+using string_map = std::map<std::string, std::string>;
+
+/// One accelerator device of a pod and the global rank on it.
+struct device {
+  std::string device_id; ///< Device id on its node.
+  std::string rank_id;   ///< Global rank, decimal.
+};
+
+/// One pod of a job.
+struct pod {
+  int32_t pod_rank = 0;     ///< Pod index within the job.
+  std::string uid;          ///< Pod uid; changes when rescheduled.
+  std::string node_name;    ///< Node the pod runs on.
+  bool running = false;     ///< Running with devices allocated.
+  int32_t super_pod_id = -1; ///< Super-pod id, -1 when unknown.
+  std::vector<device> devices; ///< Devices and their ranks.
+};
+
+/// Everything recoverd knows about a job's configuration and topology.
+struct job_spec {
+  std::string job_id;
+  std::string name;
+  std::string ns; ///< Namespace.
+  std::string framework;
+  std::vector<std::string> recover_strategies;
+  bool process_recover_enable = false;
+  bool graceful_fault_tolerance = false;
+  std::string fault_scheduling;
+  bool pod_rescheduling = false;
+  std::string sub_healthy_strategy;
+  bool platform_mode = false;
+  string_map annotations;
+  std::vector<pod> pods;
+};
+
+/// One device fault as the fault center reports it.
+struct device_fault {
+  std::string node_name;
+  std::string device_id;
+  std::vector<std::string> fault_codes;
+  std::string fault_level;
+};
+
+/// A fault-center snapshot of one job.
+struct job_device_faults {
+  std::string job_id;
+  std::string health_state; ///< Healthy, SubHealthy or UnHealthy.
+  std::vector<device_fault> faults;
+};
+
+/// Recovery configuration captured at the first successful Init.
+struct init_config {
+  bool platform_mode = false;
+  std::vector<std::string> strategies; ///< Effective, in priority order.
+  bool process_recover_enable = false;
+  std::string sub_healthy_strategy;
+  std::string framework;
+};
+
+/// Who is calling: the agent's `ClientInfo` plus the transport peer.
+struct client_info {
+  std::string job_id;
+  std::string role;
+  std::string peer;
+};
+
+/// A business outcome of the Recover protocol (`Status{code, info}`).
+struct biz_status {
+  int32_t code = 0;
+  std::string info;
+};
+
+/// One faulty rank on the wire.
+struct fault_rank {
+  std::string rank_id;
+  std::string fault_type;
+};
+
+/// A command to a job's agent (`ProcessManageSignal`).
+struct process_signal {
+  std::string uuid;
+  std::string job_id;
+  std::string signal_type;
+  std::vector<std::string> actions;
+  std::vector<fault_rank> fault_ranks;
+  std::string change_strategy;
+  int64_t timeout = 0;
+  std::vector<std::string> node_rank_ids;
+  std::string extra_params;
+};
+
+// -- events -------------------------------------------------------------------
+
+/// The platform created or replaced the job's spec.
+struct job_put {
+  job_spec spec;
+  bool created = false;
+};
+
+/// The platform deleted the job.
+struct job_deleted {};
+
+/// Annotations were set or removed.
+struct annotations_changed {
+  string_map set;
+  std::vector<std::string> removed;
+  std::string by;
+};
+
+/// Init succeeded for the first time.
+struct job_inited {
+  init_config config;
+  std::string role;
+};
+
+/// Register succeeded for the first time.
+struct job_registered {
+  std::string role;
+};
+
+/// An agent stream was opened.
+struct subscriber_attached {
+  uint64_t generation = 0;
+  std::string role;
+  std::string peer;
+};
+
+/// An agent stream ended.
+struct subscriber_detached {
+  uint64_t generation = 0;
+  std::string reason;
+};
+
+/// A fault-center snapshot was recorded.
+struct device_faults_reported {
+  std::string health_state;
+  std::vector<device_fault> faults;
+};
+
+/// What an event says happened.
+using event_body
+  = std::variant<job_put, job_deleted, annotations_changed, job_inited,
+                 job_registered, subscriber_attached, subscriber_detached,
+                 device_faults_reported>;
+
+/// One event of one job: its sequence number, when it was decided, and what
+/// happened.
+struct event {
+  uint64_t seq = 0;
+  int64_t time_ms = 0;
+  event_body body;
+};
+
+/// Short name of an event's kind, e.g. "job_put".
+const char* kind_name(const event_body& body);
+
+// -- views returned to the edge ----------------------------------------------
+
+/// A job's status (Platform.GetJob).
+struct job_status {
+  job_spec spec;
+  bool inited = false;
+  bool registered = false;
+  bool subscribed = false;
+  std::string recovery_state;
+  std::string process_recover_label;
+  uint64_t last_seq = 0;
+  int64_t created_at_ms = 0;
+  int64_t updated_at_ms = 0;
+  std::vector<device_fault> device_faults;
+  std::string health_state;
+};
+
+/// The result of PutJob.
+struct put_result {
+  bool created = false;
+  job_status job;
+};
+
+/// One line of a job listing.
+struct job_summary {
+  std::string job_id;
+  std::string name;
+  std::string ns;
+  bool registered = false;
+  bool subscribed = false;
+  std::string recovery_state;
+  int32_t pods = 0;
+  int32_t ranks = 0;
+  uint64_t last_seq = 0;
+};
+
+/// A job's annotations and process-recover label.
+struct annotations_view {
+  std::string job_id;
+  string_map annotations;
+  std::string process_recover_label;
+  uint64_t seq = 0;
+};
+
+// -- journal records -----------------------------------------------------------
+
+/// One encoded event to append.
+struct log_record {
+  std::string job_id;
+  uint64_t seq = 0;
+  std::string bytes;
+};
+
+/// One encoded snapshot to store with an append.
+struct snapshot_record {
+  std::string job_id;
+  uint64_t seq = 0;
+  std::string bytes;
+};
+
+// -- inspection (CAF 0.17 style) ---------------------------------------------
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, device& x) {
+  return f(caf::meta::type_name("device"), x.device_id, x.rank_id);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, pod& x) {
+  return f(caf::meta::type_name("pod"), x.pod_rank, x.uid, x.node_name,
+           x.running, x.super_pod_id, x.devices);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, job_spec& x) {
+  return f(caf::meta::type_name("job_spec"), x.job_id, x.name, x.ns,
+           x.framework, x.recover_strategies, x.process_recover_enable,
+           x.graceful_fault_tolerance, x.fault_scheduling, x.pod_rescheduling,
+           x.sub_healthy_strategy, x.platform_mode, x.annotations, x.pods);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, device_fault& x) {
+  return f(caf::meta::type_name("device_fault"), x.node_name, x.device_id,
+           x.fault_codes, x.fault_level);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, job_device_faults& x) {
+  return f(caf::meta::type_name("job_device_faults"), x.job_id,
+           x.health_state, x.faults);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, client_info& x) {
+  return f(caf::meta::type_name("client_info"), x.job_id, x.role, x.peer);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, biz_status& x) {
+  return f(caf::meta::type_name("biz_status"), x.code, x.info);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, job_status& x) {
+  return f(caf::meta::type_name("job_status"), x.spec, x.inited, x.registered,
+           x.subscribed, x.recovery_state, x.process_recover_label, x.last_seq,
+           x.created_at_ms, x.updated_at_ms, x.device_faults, x.health_state);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, put_result& x) {
+  return f(caf::meta::type_name("put_result"), x.created, x.job);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, job_summary& x) {
+  return f(caf::meta::type_name("job_summary"), x.job_id, x.name, x.ns,
+           x.registered, x.subscribed, x.recovery_state, x.pods, x.ranks,
+           x.last_seq);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, annotations_view& x) {
+  return f(caf::meta::type_name("annotations_view"), x.job_id, x.annotations,
+           x.process_recover_label, x.seq);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, log_record& x) {
+  return f(caf::meta::type_name("log_record"), x.job_id, x.seq, x.bytes);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, snapshot_record& x) {
+  return f(caf::meta::type_name("snapshot_record"), x.job_id, x.seq, x.bytes);
+}
+
+} // namespace recoverd

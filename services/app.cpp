@@ -1,0 +1,191 @@
+#include "services/app.hpp"
+
+#include <chrono>
+#include <cmath>
+
+#include <caf/scoped_actor.hpp>
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/server_builder.h>
+
+#include "actors/error.hpp"
+#include "actors/job_registry.hpp"
+#include "actors/journal.hpp"
+#include "actors/log.hpp"
+#include "services/platform_service.hpp"
+#include "services/recover_service.hpp"
+#include "storage/event_log.hpp"
+#include "storage/replay.hpp"
+
+namespace recoverd {
+
+caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
+  if (!opts.registry.job.clock)
+    opts.registry.job.clock = system_clock_ms;
+  if (auto err = validate(opts.registry))
+    return err;
+  if (auto err = validate(opts.journal))
+    return err;
+  std::unique_ptr<app> self{new app};
+  self->opts_ = opts;
+  // 1. The log (fails at once when another daemon holds the directory).
+  storage::event_log_options log_opts;
+  log_opts.path = opts.data_dir;
+  log_opts.sync = opts.journal.sync == sync_policy::always;
+  auto log = storage::event_log::open(log_opts);
+  if (!log)
+    return log.error();
+  self->log_ = std::move(*log);
+  // 2. Replay every job.
+  auto t0 = std::chrono::steady_clock::now();
+  auto replayed = storage::replay_all(*self->log_);
+  if (!replayed)
+    return replayed.error();
+  std::vector<job_model> jobs;
+  jobs.reserve(replayed->live.size());
+  for (auto& j : replayed->live)
+    jobs.push_back(std::move(j.state));
+  self->replayed_.jobs = jobs.size();
+  self->replayed_.deleted_jobs = replayed->deleted.size();
+  self->replayed_.events = replayed->events_replayed;
+  self->replayed_.millis = std::chrono::duration<double, std::milli>(
+                             std::chrono::steady_clock::now() - t0)
+                             .count();
+  ES_INFO("recoverd replayed {} jobs ({} deleted) and {} events from {} in "
+          "{:.1f} ms (incarnation {})",
+          self->replayed_.jobs, self->replayed_.deleted_jobs,
+          self->replayed_.events, opts.data_dir, self->replayed_.millis,
+          self->log_->incarnation());
+  // 3. Actors.
+  self->cfg_ = std::make_unique<caf::actor_system_config>();
+  if (opts.worker_threads > 0)
+    self->cfg_->set("scheduler.max-threads", opts.worker_threads);
+  self->cfg_->add_error_category(errc_category, render_error);
+  self->sys_ = std::make_unique<caf::actor_system>(*self->cfg_);
+  // The journal blocks in fsync: it gets its own thread.
+  self->journal_ = self->sys_->spawn<caf::detached>(recoverd::journal, self->log_.get(),
+                                                    opts.journal);
+  self->registry_ = self->sys_->spawn(job_registry, opts.registry,
+                                      self->journal_, std::move(jobs),
+                                      std::move(replayed->deleted),
+                                      static_cast<const storage::event_log*>(
+                                        self->log_.get()));
+  // 4. The server.
+  auto buffer = opts.registry.job.stream_buffer;
+  self->recover_ = std::make_unique<recover_service>(*self->sys_,
+                                                     self->registry_, buffer);
+  self->platform_ = std::make_unique<platform_service>(*self->sys_,
+                                                       self->registry_, buffer);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  // gRPC enables SO_REUSEPORT by default: a second daemon would then share
+  // the port silently instead of failing.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // Keep-alive as the reference: server pings after 1 min idle, 5 s timeout;
+  // clients may ping every 3 s (existing agents do), even without calls.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 60'000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5'000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(
+    GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 2'000);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+  builder.SetMaxReceiveMessageSize(4 * 1024 * 1024);
+  builder.SetMaxSendMessageSize(8 * 1024 * 1024);
+  builder.AddListeningPort(opts.listen, grpc::InsecureServerCredentials(),
+                           &self->port_);
+  builder.RegisterService(self->recover_.get());
+  builder.RegisterService(self->platform_.get());
+  self->server_ = builder.BuildAndStart();
+  if (!self->server_ || self->port_ == 0) {
+    self->server_.reset();
+    self->stop();
+    return make_error(errc::invalid_argument,
+                      "cannot listen on " + opts.listen
+                        + " (address in use or invalid)");
+  }
+  ES_INFO("recoverd listening on {}", self->address());
+  return self;
+}
+
+app::~app() {
+  stop();
+}
+
+std::string app::address() const {
+  auto host = opts_.listen.substr(0, opts_.listen.rfind(':'));
+  return host + ":" + std::to_string(port_);
+}
+
+void app::stop() {
+  if (stopped_)
+    return;
+  stopped_ = true;
+  if (sys_) {
+    caf::scoped_actor self{*sys_};
+    // Streams first: the server waits for open streams until its deadline.
+    if (registry_)
+      self->request(registry_, std::chrono::seconds(10), shutdown_atom::value)
+        .receive([](ok_atom) {},
+                 [](caf::error& err) {
+                   ES_WARN("recoverd could not close all streams: {}",
+                           message_of(err));
+                 });
+    if (server_)
+      server_->Shutdown(std::chrono::system_clock::now()
+                        + std::chrono::seconds(2));
+    if (journal_)
+      self->request(journal_, std::chrono::seconds(30), flush_atom::value)
+        .receive([](ok_atom) {},
+                 [](caf::error& err) {
+                   ES_WARN("recoverd could not flush the journal: {}",
+                           message_of(err));
+                 });
+  }
+  server_.reset();
+  // Every holder of actor handles goes before the actor system (a live
+  // handle to the detached journal would hang its destructor).
+  recover_.reset();
+  platform_.reset();
+  if (registry_)
+    caf::anon_send_exit(registry_, caf::exit_reason::user_shutdown);
+  if (journal_)
+    caf::anon_send_exit(journal_, caf::exit_reason::user_shutdown);
+  registry_ = nullptr;
+  journal_ = nullptr;
+  if (sys_) {
+    sys_->await_all_actors_done();
+    sys_.reset();
+  }
+  cfg_.reset();
+  if (log_) {
+    log_.reset();
+    ES_INFO("recoverd stopped; event log closed");
+  }
+}
+
+bool parse_duration(const std::string& text, millis& out) {
+  size_t pos = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &pos);
+  } catch (...) {
+    return false;
+  }
+  if (!std::isfinite(value) || value < 0)
+    return false;
+  auto unit = text.substr(pos);
+  double factor = 0;
+  if (unit.empty() || unit == "s")
+    factor = 1000;
+  else if (unit == "ms")
+    factor = 1;
+  else if (unit == "m")
+    factor = 60'000;
+  else if (unit == "h")
+    factor = 3'600'000;
+  else
+    return false;
+  out = millis{static_cast<int64_t>(std::llround(value * factor))};
+  return true;
+}
+
+} // namespace recoverd

@@ -1,0 +1,119 @@
+#pragma once
+
+/// The daemon as an object: opens the event log, replays every job, starts
+/// the actors and the gRPC server, and stops them in the right order. Used
+/// by `main` and by the service tests (in-process server).
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/expected.hpp>
+#include <grpcpp/server.h>
+
+#include "actors/actors.hpp"
+#include "actors/config.hpp"
+
+namespace recoverd {
+
+namespace storage {
+class event_log;
+} // namespace storage
+
+class platform_service;
+class recover_service;
+
+/// Everything the daemon is configured with.
+struct app_options {
+  /// gRPC listen address; port 0 picks a free port.
+  std::string listen = "127.0.0.1:8899";
+  /// Directory of the event log.
+  std::string data_dir = "./recoverd-data";
+  /// Journal settings.
+  journal_config journal;
+  /// Registry and job settings.
+  registry_config registry;
+  /// CAF worker threads; 0 = one per core.
+  size_t worker_threads = 0;
+};
+
+/// What start-up replayed.
+struct replay_stats {
+  size_t jobs = 0;
+  size_t deleted_jobs = 0;
+  uint64_t events = 0;
+  double millis = 0;
+};
+
+/// A running recoverd.
+class app {
+public:
+  /// Opens the log, replays, starts actors and server. Fails with a clear
+  /// message when the data directory is in use, the address cannot be
+  /// bound, or the configuration is invalid; then nothing keeps running.
+  [[nodiscard]] static caf::expected<std::unique_ptr<app>>
+  start(app_options opts);
+
+  ~app();
+
+  /// Closes every stream, stops the server, flushes the journal and closes
+  /// the log. Idempotent.
+  void stop();
+
+  /// The bound port.
+  int port() const {
+    return port_;
+  }
+
+  /// "host:port" clients can dial.
+  std::string address() const;
+
+  /// The actor system.
+  caf::actor_system& system() {
+    return *sys_;
+  }
+
+  /// The job registry.
+  job_registry_actor registry() const {
+    return registry_;
+  }
+
+  /// The journal.
+  journal_actor journal() const {
+    return journal_;
+  }
+
+  /// The event log.
+  storage::event_log& log() {
+    return *log_;
+  }
+
+  /// What start-up replayed.
+  const replay_stats& replayed() const {
+    return replayed_;
+  }
+
+private:
+  app() = default;
+
+  app_options opts_;
+  std::unique_ptr<storage::event_log> log_;
+  std::unique_ptr<caf::actor_system_config> cfg_;
+  std::unique_ptr<caf::actor_system> sys_;
+  journal_actor journal_;
+  job_registry_actor registry_;
+  std::unique_ptr<recover_service> recover_;
+  std::unique_ptr<platform_service> platform_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  replay_stats replayed_;
+  bool stopped_ = false;
+};
+
+/// Parses a duration such as "5s", "250ms", "1.5s", "15m", "2h" or a bare
+/// number of seconds. Returns false on anything else or a negative value.
+bool parse_duration(const std::string& text, millis& out);
+
+} // namespace recoverd

@@ -1,0 +1,50 @@
+#pragma once
+
+/// From a gRPC callback to an actor and back without blocking: a one-shot
+/// actor sends the request and finishes the reactor from the response.
+
+#include <chrono>
+#include <utility>
+
+#include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+#include <grpcpp/support/server_callback.h>
+
+#include "services/status_mapping.hpp"
+
+namespace recoverd {
+
+/// How long the edge waits for an actor's answer.
+constexpr auto edge_timeout = std::chrono::seconds(60);
+
+/// Sends `xs...` to `dest`; on a `Response` calls `on_reply(response)`, which
+/// fills the gRPC reply and returns the status to finish with; on an error
+/// finishes with its mapped status. `Finish` is called exactly once.
+template <class Response, class Handle, class OnReply, class... Ts>
+void ask(caf::actor_system& sys, const Handle& dest,
+         grpc::ServerUnaryReactor* reactor, OnReply on_reply, Ts... xs) {
+  // Data goes in as spawn arguments, not captures (see stack.md, CAF + UBSan).
+  sys.spawn(
+    [](caf::event_based_actor* self, Handle dest,
+       grpc::ServerUnaryReactor* reactor, OnReply on_reply, Ts... xs) {
+      self->request(dest, edge_timeout, std::move(xs)...)
+        .then([=](Response& x) mutable { reactor->Finish(on_reply(x)); },
+              [=](caf::error& err) { reactor->Finish(to_grpc_status(err)); });
+    },
+    dest, reactor, std::move(on_reply), std::move(xs)...);
+}
+
+/// Like `ask`, for streams: on a `Response` does nothing (the actor now feeds
+/// the sink); on an error ends the stream through `sink->finish`.
+template <class Response, class Handle, class Sink, class... Ts>
+void open_stream(caf::actor_system& sys, const Handle& dest, Sink sink,
+                 Ts... xs) {
+  sys.spawn(
+    [](caf::event_based_actor* self, Handle dest, Sink sink, Ts... xs) {
+      self->request(dest, edge_timeout, std::move(xs)..., sink)
+        .then([](Response&) {}, [=](caf::error& err) { sink->finish(err); });
+    },
+    dest, sink, std::move(xs)...);
+}
+
+} // namespace recoverd

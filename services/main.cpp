@@ -1,0 +1,174 @@
+// recoverd: the daemon. Parses flags (and an optional config file), starts
+// the app, waits for SIGINT/SIGTERM, stops cleanly.
+
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <pthread.h>
+
+#include <CLI/CLI.hpp>
+
+#include "actors/error.hpp"
+#include "actors/log.hpp"
+#include "services/app.hpp"
+
+using namespace recoverd;
+
+namespace {
+
+/// One configurable wait: flag name, where it goes, what it is.
+struct wait_option {
+  const char* flag;
+  millis timeouts::*member;
+  const char* help;
+};
+
+const wait_option wait_options[] = {
+  {"--keepalive-interval", &timeouts::keepalive,
+   "period of keep-alive signals on agent streams"},
+  {"--report-timeout", &timeouts::report,
+   "any wait for an agent report (stop, strategy, status, results)"},
+  {"--notify-timeout", &timeouts::notify,
+   "a signal that no subscriber picks up (design 4.3)"},
+  {"--signal-enqueue-timeout", &timeouts::signal_enqueue,
+   "handing a signal to the agent stream"},
+  {"--fault-flush-wait", &timeouts::fault_flush,
+   "fault flush before the global fault notice"},
+  {"--resource-release-wait", &timeouts::resource_release,
+   "resource force-release before the normal-fault global notice"},
+  {"--rack-reschedule-wait", &timeouts::rack_reschedule,
+   "rack (ra-block) rescheduling wait, A5 jobs"},
+  {"--recover-in-place-wait", &timeouts::recover_in_place,
+   "recover-in-place 'fault disappeared?' wait"},
+  {"--reschedule-wait", &timeouts::reschedule,
+   "pod reschedule wait for recover"},
+  {"--scale-in-resource-wait", &timeouts::scale_in_resource,
+   "scale-in resource check"},
+  {"--hccl-convergence-wait", &timeouts::hccl_convergence,
+   "HCCL routing convergence before retry"},
+  {"--exit-reschedule-wait", &timeouts::exit_reschedule,
+   "listen for rescheduling after dump/exit"},
+  {"--restart-all-wait", &timeouts::restart_all,
+   "wait after restarting all processes"},
+  {"--job-fallback-wait", &timeouts::job_fallback,
+   "job-level fallback: wait for the job to run again"},
+  {"--restart-fault-delay", &timeouts::restart_fault_delay,
+   "delay before the reset clear when restarting the fault process"},
+  {"--platform-wait", &timeouts::platform,
+   "platform annotation waits (strategy, result fault, rank table)"},
+  {"--hot-switch-pod-wait", &timeouts::hot_switch_pod,
+   "hot switch: wait for the backup pod to run"},
+  {"--pre-exit-wait", &timeouts::pre_exit,
+   "pre-exit: give the state machine time to leave INIT"},
+  {"--new-pod-delay", &timeouts::new_pod_delay,
+   "new-pod origin bookkeeping delay"},
+};
+
+std::string format_millis(millis x) {
+  auto ms = x.count();
+  if (ms % 1000 == 0)
+    return std::to_string(ms / 1000) + "s";
+  return std::to_string(ms) + "ms";
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  app_options opts;
+  std::string log_level = "info";
+  std::string log_format = "text";
+  std::string sync = "always";
+  std::string sync_interval = "100ms";
+  std::map<std::string, std::string> waits;
+  for (const auto& w : wait_options)
+    waits[w.flag] = format_millis(opts.registry.job.waits.*w.member);
+
+  CLI::App cli{"recoverd: keeps distributed training jobs alive through "
+               "faults. Serves the Recover protocol of MindCluster ClusterD "
+               "and the Platform API on one gRPC port; every job change is "
+               "an event in a RocksDB log in the data directory."};
+  cli.set_config("--config", "",
+                 "read options from this TOML or INI file (keys are the long "
+                 "flag names without dashes, e.g. listen = \"...\")");
+  cli.add_option("--listen", opts.listen,
+                 "gRPC listen address host:port; port 0 picks a free one")
+    ->capture_default_str();
+  cli.add_option("--data-dir", opts.data_dir,
+                 "directory of the event log (created when missing)")
+    ->capture_default_str();
+  cli.add_option("--log-level", log_level,
+                 "trace, debug, info, warn, error or off")
+    ->capture_default_str()
+    ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+  cli.add_option("--log-format", log_format, "text or json (one object a line)")
+    ->capture_default_str()
+    ->check(CLI::IsMember({"text", "json"}));
+  cli.add_option("--sync", sync,
+                 "always: fsync every journal batch before answering; batch: "
+                 "answer after the write and fsync every --sync-interval")
+    ->capture_default_str()
+    ->check(CLI::IsMember({"always", "batch"}));
+  cli.add_option("--sync-interval", sync_interval,
+                 "WAL sync period with --sync=batch")
+    ->capture_default_str();
+  cli.add_option("--max-jobs", opts.registry.max_jobs,
+                 "most jobs known at once, and most registered for recovery "
+                 "(Register answers 500 beyond it)")
+    ->capture_default_str()
+    ->check(CLI::PositiveNumber);
+  cli.add_option("--snapshot-every", opts.registry.job.snapshot_every,
+                 "write a job snapshot every N events (0: never) so start-up "
+                 "replays only the tail")
+    ->capture_default_str();
+  cli.add_option("--stream-buffer", opts.registry.job.stream_buffer,
+                 "messages a stream may queue before it is closed with "
+                 "RESOURCE_EXHAUSTED")
+    ->capture_default_str()
+    ->check(CLI::PositiveNumber);
+  for (const auto& w : wait_options)
+    cli.add_option(w.flag, waits[w.flag],
+                   std::string{w.help}
+                     + " (duration: 250ms, 5s, 1.5m, 2h; a bare number is "
+                       "seconds)")
+      ->capture_default_str();
+  CLI11_PARSE(cli, argc, argv);
+
+  if (!configure_logging(log_level, log_format)) {
+    std::cerr << "recoverd: bad --log-level or --log-format\n";
+    return 2;
+  }
+  if (!parse_sync_policy(sync, opts.journal.sync)
+      || !parse_duration(sync_interval, opts.journal.sync_interval)) {
+    std::cerr << "recoverd: bad --sync or --sync-interval\n";
+    return 2;
+  }
+  for (const auto& w : wait_options)
+    if (!parse_duration(waits[w.flag], opts.registry.job.waits.*w.member)) {
+      std::cerr << "recoverd: " << w.flag << ": not a duration: "
+                << waits[w.flag] << "\n";
+      return 2;
+    }
+
+  // Signals are taken by sigwait below; every thread started from here on
+  // inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  auto running = app::start(opts);
+  if (!running) {
+    std::cerr << "recoverd: " << message_of(running.error()) << "\n";
+    return 1;
+  }
+  std::printf("recoverd: listening on %s\n", (*running)->address().c_str());
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&signals, &sig);
+  ES_INFO("recoverd received {}; shutting down",
+          sig == SIGINT ? "SIGINT" : "SIGTERM");
+  (*running)->stop();
+  return 0;
+}

@@ -1,0 +1,200 @@
+#include "services/platform_service.hpp"
+
+#include <memory>
+
+#include "actors/error.hpp"
+#include "actors/job_model.hpp"
+#include "convert.hpp"
+#include "services/bridge.hpp"
+#include "services/stream.hpp"
+
+namespace recoverd {
+
+namespace pb = recoverd::platform::v1;
+
+namespace {
+
+// Finishes `reactor` with INVALID_ARGUMENT when `job_id` is not a valid id.
+bool reject_bad_id(grpc::ServerUnaryReactor* reactor,
+                   const std::string& job_id) {
+  if (auto err = validate_job_id(job_id)) {
+    reactor->Finish(to_grpc_status(err));
+    return true;
+  }
+  return false;
+}
+
+} // namespace
+
+platform_service::platform_service(caf::actor_system& sys,
+                                   job_registry_actor registry,
+                                   size_t stream_buffer)
+  : sys_(sys), registry_(std::move(registry)), stream_buffer_(stream_buffer) {
+  // nop
+}
+
+grpc::ServerUnaryReactor*
+platform_service::PutJob(grpc::CallbackServerContext* ctx,
+                         const pb::PutJobRequest* req,
+                         pb::PutJobResponse* resp) {
+  auto* reactor = ctx->DefaultReactor();
+  if (!req->has_spec()) {
+    reactor->Finish({grpc::StatusCode::INVALID_ARGUMENT,
+                     "spec: required, the job to put"});
+    return reactor;
+  }
+  ask<put_result>(
+    sys_, registry_, reactor,
+    [resp](const put_result& x) {
+      resp->set_created(x.created);
+      convert::to_proto(x.job, *resp->mutable_job());
+      return grpc::Status::OK;
+    },
+    put_atom::value, convert::from_proto(req->spec()));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor*
+platform_service::DeleteJob(grpc::CallbackServerContext* ctx,
+                            const pb::JobRef* req,
+                            pb::DeleteJobResponse* resp) {
+  auto* reactor = ctx->DefaultReactor();
+  if (reject_bad_id(reactor, req->jobid()))
+    return reactor;
+  ask<uint64_t>(
+    sys_, registry_, reactor,
+    [resp](uint64_t seq) {
+      resp->set_lastseq(seq);
+      return grpc::Status::OK;
+    },
+    delete_atom::value, req->jobid());
+  return reactor;
+}
+
+grpc::ServerUnaryReactor*
+platform_service::GetJob(grpc::CallbackServerContext* ctx,
+                         const pb::JobRef* req, pb::JobStatus* resp) {
+  auto* reactor = ctx->DefaultReactor();
+  if (reject_bad_id(reactor, req->jobid()))
+    return reactor;
+  ask<job_status>(
+    sys_, registry_, reactor,
+    [resp](const job_status& x) {
+      convert::to_proto(x, *resp);
+      return grpc::Status::OK;
+    },
+    get_atom::value, req->jobid());
+  return reactor;
+}
+
+grpc::ServerUnaryReactor*
+platform_service::ListJobs(grpc::CallbackServerContext* ctx,
+                           const pb::ListJobsRequest* req,
+                           pb::ListJobsResponse* resp) {
+  auto* reactor = ctx->DefaultReactor();
+  ask<std::vector<job_summary>>(
+    sys_, registry_, reactor,
+    [resp](const std::vector<job_summary>& xs) {
+      for (const auto& x : xs)
+        convert::to_proto(x, *resp->add_jobs());
+      return grpc::Status::OK;
+    },
+    list_atom::value, req->namespace_());
+  return reactor;
+}
+
+grpc::ServerUnaryReactor*
+platform_service::SetAnnotations(grpc::CallbackServerContext* ctx,
+                                 const pb::SetAnnotationsRequest* req,
+                                 pb::Annotations* resp) {
+  auto* reactor = ctx->DefaultReactor();
+  if (reject_bad_id(reactor, req->jobid()))
+    return reactor;
+  ask<annotations_view>(
+    sys_, registry_, reactor,
+    [resp](const annotations_view& x) {
+      convert::to_proto(x, *resp);
+      return grpc::Status::OK;
+    },
+    annotate_atom::value, req->jobid(),
+    string_map{req->set().begin(), req->set().end()},
+    convert::to_vector(req->remove()), std::string{"platform"});
+  return reactor;
+}
+
+grpc::ServerUnaryReactor*
+platform_service::GetAnnotations(grpc::CallbackServerContext* ctx,
+                                 const pb::JobRef* req,
+                                 pb::Annotations* resp) {
+  auto* reactor = ctx->DefaultReactor();
+  if (reject_bad_id(reactor, req->jobid()))
+    return reactor;
+  ask<annotations_view>(
+    sys_, registry_, reactor,
+    [resp](const annotations_view& x) {
+      convert::to_proto(x, *resp);
+      return grpc::Status::OK;
+    },
+    get_atom::value, annots_atom::value, req->jobid());
+  return reactor;
+}
+
+grpc::ServerWriteReactor<pb::Annotations>*
+platform_service::WatchAnnotations(grpc::CallbackServerContext*,
+                                   const pb::JobRef* req) {
+  using stream_type = grpc_stream<pb::Annotations, annotations_view>;
+  auto* stream = new stream_type(
+    stream_buffer_, [](const annotations_view& x, pb::Annotations& out) {
+      convert::to_proto(x, out);
+    });
+  annotations_sink_ptr sink = stream->sink();
+  if (auto err = validate_job_id(req->jobid())) {
+    sink->finish(err);
+    return stream;
+  }
+  open_stream<ok_atom>(sys_, registry_, sink, watch_atom::value, req->jobid());
+  return stream;
+}
+
+grpc::ServerUnaryReactor* platform_service::ReportDeviceFaults(
+  grpc::CallbackServerContext* ctx, const pb::ReportDeviceFaultsRequest* req,
+  pb::ReportDeviceFaultsResponse* resp) {
+  auto* reactor = ctx->DefaultReactor();
+  std::vector<job_device_faults> entries;
+  for (const auto& x : req->jobs()) {
+    resp->add_results()->set_jobid(x.jobid());
+    entries.push_back(convert::from_proto(x));
+  }
+  if (entries.empty()) {
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+  // One request per job; the reply is finished when all have answered.
+  sys_.spawn(
+    [](caf::event_based_actor* self, job_registry_actor registry,
+       grpc::ServerUnaryReactor* reactor, pb::ReportDeviceFaultsResponse* resp,
+       std::vector<job_device_faults> entries) {
+      auto remaining = std::make_shared<size_t>(entries.size());
+      auto answer = [=](size_t i, const caf::error& err) {
+        auto* result = resp->mutable_results(static_cast<int>(i));
+        result->set_accepted(!err);
+        if (err)
+          result->set_error(to_grpc_status(err).error_message());
+        if (--*remaining == 0)
+          reactor->Finish(grpc::Status::OK);
+      };
+      for (size_t i = 0; i < entries.size(); ++i) {
+        if (auto err = validate_job_id(entries[i].job_id)) {
+          answer(i, err);
+          continue;
+        }
+        self->request(registry, edge_timeout, faults_atom::value, entries[i])
+          .then([=](ok_atom) { answer(i, caf::none); },
+                [=](caf::error& err) { answer(i, err); });
+      }
+    },
+    registry_, reactor, resp, std::move(entries));
+  return reactor;
+}
+
+} // namespace recoverd

@@ -1,0 +1,63 @@
+#pragma once
+
+#include <caf/actor_system.hpp>
+
+#include "actors/actors.hpp"
+#include "platform.grpc.pb.h"
+
+namespace recoverd {
+
+/// The `Platform` service: proto <-> domain and on to the job registry.
+class platform_service final
+  : public recoverd::platform::v1::Platform::CallbackService {
+public:
+  /// @param stream_buffer Messages a watch stream may queue.
+  platform_service(caf::actor_system& sys, job_registry_actor registry,
+                   size_t stream_buffer);
+
+  grpc::ServerUnaryReactor*
+  PutJob(grpc::CallbackServerContext* ctx,
+         const recoverd::platform::v1::PutJobRequest* req,
+         recoverd::platform::v1::PutJobResponse* resp) override;
+
+  grpc::ServerUnaryReactor*
+  DeleteJob(grpc::CallbackServerContext* ctx,
+            const recoverd::platform::v1::JobRef* req,
+            recoverd::platform::v1::DeleteJobResponse* resp) override;
+
+  grpc::ServerUnaryReactor*
+  GetJob(grpc::CallbackServerContext* ctx,
+         const recoverd::platform::v1::JobRef* req,
+         recoverd::platform::v1::JobStatus* resp) override;
+
+  grpc::ServerUnaryReactor*
+  ListJobs(grpc::CallbackServerContext* ctx,
+           const recoverd::platform::v1::ListJobsRequest* req,
+           recoverd::platform::v1::ListJobsResponse* resp) override;
+
+  grpc::ServerUnaryReactor*
+  SetAnnotations(grpc::CallbackServerContext* ctx,
+                 const recoverd::platform::v1::SetAnnotationsRequest* req,
+                 recoverd::platform::v1::Annotations* resp) override;
+
+  grpc::ServerUnaryReactor*
+  GetAnnotations(grpc::CallbackServerContext* ctx,
+                 const recoverd::platform::v1::JobRef* req,
+                 recoverd::platform::v1::Annotations* resp) override;
+
+  grpc::ServerWriteReactor<recoverd::platform::v1::Annotations>*
+  WatchAnnotations(grpc::CallbackServerContext* ctx,
+                   const recoverd::platform::v1::JobRef* req) override;
+
+  grpc::ServerUnaryReactor* ReportDeviceFaults(
+    grpc::CallbackServerContext* ctx,
+    const recoverd::platform::v1::ReportDeviceFaultsRequest* req,
+    recoverd::platform::v1::ReportDeviceFaultsResponse* resp) override;
+
+private:
+  caf::actor_system& sys_;
+  job_registry_actor registry_;
+  size_t stream_buffer_;
+};
+
+} // namespace recoverd

@@ -1,0 +1,40 @@
+#pragma once
+
+#include <caf/actor_system.hpp>
+
+#include "actors/actors.hpp"
+#include "recover.grpc.pb.h"
+
+namespace recoverd {
+
+/// The `Recover` service: proto <-> domain and on to the job registry. RPCs
+/// of later milestones are left to the generated base (UNIMPLEMENTED).
+class recover_service final : public ::Recover::CallbackService {
+public:
+  /// @param stream_buffer Messages an agent stream may queue.
+  recover_service(caf::actor_system& sys, job_registry_actor registry,
+                  size_t stream_buffer);
+
+  grpc::ServerUnaryReactor* Init(grpc::CallbackServerContext* ctx,
+                                 const ::ClientInfo* req,
+                                 ::Status* resp) override;
+
+  grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* ctx,
+                                     const ::ClientInfo* req,
+                                     ::Status* resp) override;
+
+  grpc::ServerWriteReactor<::ProcessManageSignal>*
+  SubscribeProcessManageSignal(grpc::CallbackServerContext* ctx,
+                               const ::ClientInfo* req) override;
+
+  grpc::ServerUnaryReactor* HealthCheck(grpc::CallbackServerContext* ctx,
+                                        const ::ClientInfo* req,
+                                        ::Status* resp) override;
+
+private:
+  caf::actor_system& sys_;
+  job_registry_actor registry_;
+  size_t stream_buffer_;
+};
+
+} // namespace recoverd

@@ -1,0 +1,41 @@
+#include "services/status_mapping.hpp"
+
+#include <caf/sec.hpp>
+
+#include "actors/error.hpp"
+
+namespace recoverd {
+
+grpc::Status to_grpc_status(const caf::error& err) {
+  if (!err)
+    return grpc::Status::OK;
+  auto msg = message_of(err);
+  if (auto code = errc_of(err)) {
+    switch (*code) {
+      case errc::invalid_argument:
+        return {grpc::StatusCode::INVALID_ARGUMENT, msg};
+      case errc::unknown_job:
+        return {grpc::StatusCode::NOT_FOUND, msg};
+      case errc::job_cap_reached:
+      case errc::overloaded:
+        return {grpc::StatusCode::RESOURCE_EXHAUSTED, msg};
+      case errc::storage_failure:
+        return {grpc::StatusCode::UNAVAILABLE,
+                "state change refused, the event log cannot be written: "
+                  + msg};
+      case errc::shutting_down:
+        return {grpc::StatusCode::UNAVAILABLE, msg};
+      case errc::not_registered:
+        return {grpc::StatusCode::FAILED_PRECONDITION, msg};
+      case errc::unexpected_report:
+        return {grpc::StatusCode::FAILED_PRECONDITION, msg};
+      case errc::corrupt_record:
+        return {grpc::StatusCode::DATA_LOSS, msg};
+    }
+  }
+  if (err == caf::sec::request_timeout)
+    return {grpc::StatusCode::DEADLINE_EXCEEDED, "internal request timed out"};
+  return {grpc::StatusCode::INTERNAL, msg};
+}
+
+} // namespace recoverd

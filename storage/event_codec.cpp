@@ -1,0 +1,196 @@
+#include "storage/event_codec.hpp"
+
+#include "actors/error.hpp"
+#include "convert.hpp"
+#include "events.pb.h"
+
+namespace recoverd::storage {
+
+namespace pe = recoverd::events::v1;
+
+namespace {
+
+template <class... Fs>
+struct overload : Fs... {
+  using Fs::operator()...;
+};
+template <class... Fs>
+overload(Fs...) -> overload<Fs...>;
+
+void to_proto(const init_config& x, pe::InitConfig& out) {
+  out.set_platformmode(x.platform_mode);
+  for (const auto& s : x.strategies)
+    out.add_strategies(s);
+  out.set_processrecoverenable(x.process_recover_enable);
+  out.set_subhealthystrategy(x.sub_healthy_strategy);
+  out.set_framework(x.framework);
+}
+
+init_config from_proto(const pe::InitConfig& x) {
+  return {x.platformmode(), convert::to_vector(x.strategies()),
+          x.processrecoverenable(), x.subhealthystrategy(), x.framework()};
+}
+
+} // namespace
+
+std::string encode_event(const event& ev) {
+  pe::Event out;
+  out.set_version(record_version);
+  out.set_seq(ev.seq);
+  out.set_timems(ev.time_ms);
+  std::visit(
+    overload{
+      [&](const job_put& x) {
+        auto* m = out.mutable_jobput();
+        convert::to_proto(x.spec, *m->mutable_spec());
+        m->set_created(x.created);
+      },
+      [&](const job_deleted&) { out.mutable_jobdeleted(); },
+      [&](const annotations_changed& x) {
+        auto* m = out.mutable_annotationschanged();
+        m->mutable_set()->insert(x.set.begin(), x.set.end());
+        for (const auto& k : x.removed)
+          m->add_removed(k);
+        m->set_by(x.by);
+      },
+      [&](const job_inited& x) {
+        auto* m = out.mutable_jobinited();
+        to_proto(x.config, *m->mutable_config());
+        m->set_role(x.role);
+      },
+      [&](const job_registered& x) {
+        out.mutable_jobregistered()->set_role(x.role);
+      },
+      [&](const subscriber_attached& x) {
+        auto* m = out.mutable_subscriberattached();
+        m->set_generation(x.generation);
+        m->set_role(x.role);
+        m->set_peer(x.peer);
+      },
+      [&](const subscriber_detached& x) {
+        auto* m = out.mutable_subscriberdetached();
+        m->set_generation(x.generation);
+        m->set_reason(x.reason);
+      },
+      [&](const device_faults_reported& x) {
+        auto* m = out.mutable_devicefaultsreported();
+        m->set_healthstate(x.health_state);
+        for (const auto& f : x.faults)
+          convert::to_proto(f, *m->add_faults());
+      },
+    },
+    ev.body);
+  return out.SerializeAsString();
+}
+
+caf::expected<event> decode_event(std::string_view bytes) {
+  pe::Event in;
+  if (!in.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+    return make_error(errc::corrupt_record, "event record does not parse");
+  if (in.version() == 0 || in.version() > record_version)
+    return make_error(errc::corrupt_record,
+                      "event record version " + std::to_string(in.version())
+                        + " is not supported");
+  event result;
+  result.seq = in.seq();
+  result.time_ms = in.timems();
+  switch (in.kind_case()) {
+    case pe::Event::kJobPut:
+      result.body = job_put{convert::from_proto(in.jobput().spec()),
+                            in.jobput().created()};
+      break;
+    case pe::Event::kJobDeleted:
+      result.body = job_deleted{};
+      break;
+    case pe::Event::kAnnotationsChanged: {
+      const auto& m = in.annotationschanged();
+      result.body = annotations_changed{{m.set().begin(), m.set().end()},
+                                        convert::to_vector(m.removed()),
+                                        m.by()};
+      break;
+    }
+    case pe::Event::kJobInited:
+      result.body = job_inited{from_proto(in.jobinited().config()),
+                               in.jobinited().role()};
+      break;
+    case pe::Event::kJobRegistered:
+      result.body = job_registered{in.jobregistered().role()};
+      break;
+    case pe::Event::kSubscriberAttached: {
+      const auto& m = in.subscriberattached();
+      result.body = subscriber_attached{m.generation(), m.role(), m.peer()};
+      break;
+    }
+    case pe::Event::kSubscriberDetached: {
+      const auto& m = in.subscriberdetached();
+      result.body = subscriber_detached{m.generation(), m.reason()};
+      break;
+    }
+    case pe::Event::kDeviceFaultsReported: {
+      const auto& m = in.devicefaultsreported();
+      device_faults_reported x;
+      x.health_state = m.healthstate();
+      for (const auto& f : m.faults())
+        x.faults.push_back(convert::from_proto(f));
+      result.body = std::move(x);
+      break;
+    }
+    case pe::Event::KIND_NOT_SET:
+      return make_error(errc::corrupt_record,
+                        "event record " + std::to_string(in.seq())
+                          + " has no kind");
+  }
+  return result;
+}
+
+std::string encode_snapshot(const job_model& state) {
+  pe::Snapshot out;
+  out.set_version(record_version);
+  out.set_seq(state.seq);
+  auto* s = out.mutable_state();
+  s->set_exists(state.exists);
+  convert::to_proto(state.spec, *s->mutable_spec());
+  s->set_inited(state.inited);
+  to_proto(state.init, *s->mutable_init());
+  s->set_registered(state.registered);
+  s->set_recoverystate(state.recovery_state);
+  s->set_processrecoverlabel(state.process_recover_label);
+  s->set_uuid(state.uuid);
+  s->set_createdatms(state.created_at_ms);
+  s->set_updatedatms(state.updated_at_ms);
+  s->set_healthstate(state.health_state);
+  for (const auto& f : state.device_faults)
+    convert::to_proto(f, *s->add_devicefaults());
+  s->set_subscribergeneration(state.subscriber_generation);
+  return out.SerializeAsString();
+}
+
+caf::expected<job_model> decode_snapshot(std::string_view bytes) {
+  pe::Snapshot in;
+  if (!in.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+    return make_error(errc::corrupt_record, "snapshot record does not parse");
+  if (in.version() == 0 || in.version() > record_version)
+    return make_error(errc::corrupt_record,
+                      "snapshot record version "
+                        + std::to_string(in.version()) + " is not supported");
+  const auto& s = in.state();
+  job_model result;
+  result.exists = s.exists();
+  result.spec = convert::from_proto(s.spec());
+  result.inited = s.inited();
+  result.init = from_proto(s.init());
+  result.registered = s.registered();
+  result.recovery_state = s.recoverystate();
+  result.process_recover_label = s.processrecoverlabel();
+  result.uuid = s.uuid();
+  result.created_at_ms = s.createdatms();
+  result.updated_at_ms = s.updatedatms();
+  result.health_state = s.healthstate();
+  for (const auto& f : s.devicefaults())
+    result.device_faults.push_back(convert::from_proto(f));
+  result.subscriber_generation = s.subscribergeneration();
+  result.seq = in.seq();
+  return result;
+}
+
+} // namespace recoverd::storage

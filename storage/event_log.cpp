@@ -1,0 +1,332 @@
+#include "storage/event_log.hpp"
+
+#include <filesystem>
+#include <mutex>
+
+#include <rocksdb/db.h>
+#include <rocksdb/options.h>
+#include <rocksdb/write_batch.h>
+
+#include "actors/error.hpp"
+#include "storage/encoding.hpp"
+
+namespace recoverd::storage {
+
+namespace {
+
+// Column families, in the order they are opened. Never reorder or renumber:
+// handles are looked up by these indices.
+enum cf : size_t {
+  cf_default = 0,
+  cf_events = 1,    // job id \0 be64(seq) -> event bytes
+  cf_global = 2,    // be64(position) -> event key
+  cf_snapshots = 3, // job id -> be64(seq) + state bytes
+  cf_meta = 4,      // "schema_version", "incarnation" -> be64
+  cf_count = 5,
+};
+
+constexpr const char* cf_names[cf_count]
+  = {"default", "events", "global", "snapshots", "meta"};
+
+caf::error io_error(const std::string& what, const rocksdb::Status& st) {
+  return make_error(errc::storage_failure, what + ": " + st.ToString());
+}
+
+} // namespace
+
+struct event_log::impl {
+  event_log_options opts;
+  std::unique_ptr<rocksdb::DB> db;
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::WriteOptions write_opts;
+  uint64_t last_position = 0;
+  uint64_t incarnation = 0;
+  std::mutex fault_mtx;
+  std::string injected_failure;
+
+  ~impl() {
+    if (db) {
+      for (auto* h : handles)
+        db->DestroyColumnFamilyHandle(h);
+      handles.clear();
+      db->Close();
+    }
+  }
+
+  rocksdb::ColumnFamilyHandle* h(cf x) const {
+    return handles[x];
+  }
+
+  caf::expected<std::optional<std::string>> get(cf family,
+                                                const std::string& key) const {
+    std::string value;
+    auto st = db->Get(rocksdb::ReadOptions{}, h(family), key, &value);
+    if (st.IsNotFound())
+      return std::optional<std::string>{};
+    if (!st.ok())
+      return io_error("read failed", st);
+    return std::optional<std::string>{std::move(value)};
+  }
+};
+
+event_log::event_log(std::unique_ptr<impl> p) : impl_(std::move(p)) {
+  // nop
+}
+
+event_log::~event_log() = default;
+
+caf::expected<std::unique_ptr<event_log>>
+event_log::open(const event_log_options& opts) {
+  auto p = std::make_unique<impl>();
+  p->opts = opts;
+  p->write_opts.sync = opts.sync;
+  rocksdb::DBOptions db_opts;
+  db_opts.create_if_missing = !opts.read_only;
+  db_opts.create_missing_column_families = !opts.read_only;
+  db_opts.wal_recovery_mode = rocksdb::WALRecoveryMode::kPointInTimeRecovery;
+  db_opts.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
+  db_opts.keep_log_file_num = 3;
+  rocksdb::ColumnFamilyOptions cf_opts;
+  if (opts.write_buffer_size > 0)
+    cf_opts.write_buffer_size = opts.write_buffer_size;
+  std::vector<rocksdb::ColumnFamilyDescriptor> descs;
+  for (auto* name : cf_names)
+    descs.emplace_back(name, cf_opts);
+  if (opts.read_only && !std::filesystem::exists(opts.path))
+    return make_error(errc::storage_failure,
+                      "no event log in " + opts.path + " (no such directory)");
+  rocksdb::DB* raw = nullptr;
+  rocksdb::Status st;
+  if (opts.read_only)
+    st = rocksdb::DB::OpenForReadOnly(db_opts, opts.path, descs, &p->handles,
+                                      &raw);
+  else
+    st = rocksdb::DB::Open(db_opts, opts.path, descs, &p->handles, &raw);
+  if (!st.ok()) {
+    if (st.IsIOError() && st.ToString().find("lock") != std::string::npos)
+      return make_error(errc::storage_failure,
+                        "data directory " + opts.path
+                          + " is in use by another recoverd (RocksDB lock "
+                            "held): "
+                          + st.ToString());
+    return io_error("cannot open event log in " + opts.path, st);
+  }
+  p->db.reset(raw);
+  // Schema check.
+  auto version = p->get(cf_meta, "schema_version");
+  if (!version)
+    return version.error();
+  if (*version) {
+    if ((*version)->size() != 8 || get_be64(**version) != schema_version)
+      return make_error(errc::storage_failure,
+                        "event log in " + opts.path
+                          + " has an unsupported schema version (this "
+                            "recoverd reads version "
+                          + std::to_string(schema_version) + ")");
+  }
+  auto inc = p->get(cf_meta, "incarnation");
+  if (!inc)
+    return inc.error();
+  if (*inc && (*inc)->size() == 8)
+    p->incarnation = get_be64(**inc);
+  // Last global position.
+  {
+    std::unique_ptr<rocksdb::Iterator> it{
+      p->db->NewIterator(rocksdb::ReadOptions{}, p->h(cf_global))};
+    it->SeekToLast();
+    if (it->Valid() && it->key().size() == 8)
+      p->last_position = get_be64(it->key().ToStringView());
+    if (!it->status().ok())
+      return io_error("cannot read the global order", it->status());
+  }
+  if (!opts.read_only) {
+    ++p->incarnation;
+    rocksdb::WriteBatch batch;
+    batch.Put(p->h(cf_meta), "schema_version", be64(schema_version));
+    batch.Put(p->h(cf_meta), "incarnation", be64(p->incarnation));
+    rocksdb::WriteOptions wo;
+    wo.sync = true;
+    if (auto wst = p->db->Write(wo, &batch); !wst.ok())
+      return io_error("cannot write metadata", wst);
+  }
+  return std::unique_ptr<event_log>{new event_log(std::move(p))};
+}
+
+caf::error event_log::append(const std::vector<log_record>& events,
+                             const std::vector<snapshot_record>& snapshots) {
+  if (impl_->opts.read_only)
+    return make_error(errc::storage_failure, "event log is open read-only");
+  {
+    std::lock_guard<std::mutex> guard{impl_->fault_mtx};
+    if (!impl_->injected_failure.empty())
+      return make_error(errc::storage_failure,
+                        "append failed: IO error: " + impl_->injected_failure);
+  }
+  rocksdb::WriteBatch batch;
+  auto position = impl_->last_position;
+  for (const auto& rec : events) {
+    auto key = event_key(rec.job_id, rec.seq);
+    batch.Put(impl_->h(cf_events), key, rec.bytes);
+    batch.Put(impl_->h(cf_global), be64(++position), key);
+  }
+  for (const auto& snap : snapshots) {
+    std::string value;
+    value.reserve(8 + snap.bytes.size());
+    put_be64(value, snap.seq);
+    value.append(snap.bytes);
+    batch.Put(impl_->h(cf_snapshots), snap.job_id, value);
+  }
+  auto st = impl_->db->Write(impl_->write_opts, &batch);
+  if (!st.ok())
+    return io_error("append failed", st);
+  impl_->last_position = position;
+  return caf::none;
+}
+
+caf::error event_log::sync_wal() {
+  if (auto st = impl_->db->SyncWAL(); !st.ok())
+    return io_error("WAL sync failed", st);
+  return caf::none;
+}
+
+caf::error event_log::for_each(
+  const std::string& job_id, uint64_t from_seq,
+  const std::function<caf::error(uint64_t, std::string_view)>& f) const {
+  auto upper = job_upper_bound(job_id);
+  rocksdb::Slice upper_slice{upper};
+  rocksdb::ReadOptions ro;
+  ro.iterate_upper_bound = &upper_slice;
+  std::unique_ptr<rocksdb::Iterator> it{
+    impl_->db->NewIterator(ro, impl_->h(cf_events))};
+  for (it->Seek(event_key(job_id, from_seq)); it->Valid(); it->Next()) {
+    auto parsed = parse_event_key(it->key().ToStringView());
+    if (!parsed || parsed->first != job_id)
+      return make_error(errc::corrupt_record,
+                        "malformed event key for job " + job_id);
+    if (auto err = f(parsed->second, it->value().ToStringView()))
+      return err;
+  }
+  if (!it->status().ok())
+    return io_error("cannot read events of " + job_id, it->status());
+  return caf::none;
+}
+
+caf::expected<std::vector<stored_event>>
+event_log::read(const std::string& job_id, uint64_t from_seq,
+                size_t max) const {
+  std::vector<stored_event> result;
+  if (max == 0)
+    return result;
+  // Stop early by returning a sentinel error once `max` are collected.
+  auto done = make_error(errc::overloaded, "enough");
+  auto err = for_each(job_id, from_seq,
+                      [&](uint64_t seq, std::string_view bytes) -> caf::error {
+                        result.push_back({seq, std::string{bytes}});
+                        if (result.size() >= max)
+                          return done;
+                        return caf::none;
+                      });
+  if (err && err != done)
+    return err;
+  return result;
+}
+
+caf::expected<std::vector<global_entry>>
+event_log::tail(uint64_t from_position, size_t max) const {
+  std::vector<global_entry> result;
+  rocksdb::ReadOptions ro;
+  // One snapshot, so the index and the events agree.
+  const auto* snap = impl_->db->GetSnapshot();
+  ro.snapshot = snap;
+  std::unique_ptr<rocksdb::Iterator> it{
+    impl_->db->NewIterator(ro, impl_->h(cf_global))};
+  caf::error err;
+  for (it->Seek(be64(from_position)); it->Valid() && result.size() < max;
+       it->Next()) {
+    auto key = it->value().ToString();
+    auto parsed = parse_event_key(key);
+    if (it->key().size() != 8 || !parsed) {
+      err = make_error(errc::corrupt_record, "malformed global index entry");
+      break;
+    }
+    std::string bytes;
+    auto st = impl_->db->Get(ro, impl_->h(cf_events), key, &bytes);
+    if (!st.ok()) {
+      err = io_error("global index points at a missing event", st);
+      break;
+    }
+    result.push_back({get_be64(it->key().ToStringView()),
+                      std::string{parsed->first}, parsed->second,
+                      std::move(bytes)});
+  }
+  if (!err && !it->status().ok())
+    err = io_error("cannot read the global order", it->status());
+  it.reset();
+  impl_->db->ReleaseSnapshot(snap);
+  if (err)
+    return err;
+  return result;
+}
+
+caf::expected<std::optional<snapshot_record>>
+event_log::snapshot(const std::string& job_id) const {
+  auto value = impl_->get(cf_snapshots, job_id);
+  if (!value)
+    return value.error();
+  if (!*value)
+    return std::optional<snapshot_record>{};
+  if ((*value)->size() < 8)
+    return make_error(errc::corrupt_record, "malformed snapshot of " + job_id);
+  return std::optional<snapshot_record>{
+    snapshot_record{job_id, get_be64(**value), (*value)->substr(8)}};
+}
+
+caf::expected<std::vector<std::string>> event_log::job_ids() const {
+  std::vector<std::string> result;
+  std::unique_ptr<rocksdb::Iterator> it{
+    impl_->db->NewIterator(rocksdb::ReadOptions{}, impl_->h(cf_events))};
+  // Skip scan: one seek per job.
+  for (it->SeekToFirst(); it->Valid();) {
+    auto parsed = parse_event_key(it->key().ToStringView());
+    if (!parsed)
+      return make_error(errc::corrupt_record, "malformed event key");
+    result.emplace_back(parsed->first);
+    it->Seek(job_upper_bound(result.back()));
+  }
+  if (!it->status().ok())
+    return io_error("cannot list jobs", it->status());
+  return result;
+}
+
+caf::expected<uint64_t> event_log::last_seq(const std::string& job_id) const {
+  std::unique_ptr<rocksdb::Iterator> it{
+    impl_->db->NewIterator(rocksdb::ReadOptions{}, impl_->h(cf_events))};
+  it->SeekForPrev(event_key(job_id, UINT64_MAX));
+  if (!it->status().ok())
+    return io_error("cannot read events of " + job_id, it->status());
+  if (!it->Valid())
+    return uint64_t{0};
+  auto parsed = parse_event_key(it->key().ToStringView());
+  if (!parsed || parsed->first != job_id)
+    return uint64_t{0};
+  return parsed->second;
+}
+
+uint64_t event_log::last_position() const {
+  return impl_->last_position;
+}
+
+uint64_t event_log::incarnation() const {
+  return impl_->incarnation;
+}
+
+const std::string& event_log::path() const {
+  return impl_->opts.path;
+}
+
+void event_log::inject_write_failure(std::string reason) {
+  std::lock_guard<std::mutex> guard{impl_->fault_mtx};
+  impl_->injected_failure = std::move(reason);
+}
+
+} // namespace recoverd::storage

@@ -1,0 +1,121 @@
+#pragma once
+
+/// The RocksDB event log (design §2). The only code that includes RocksDB
+/// is this folder's `.cpp` files; this header does not.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <caf/error.hpp>
+#include <caf/expected.hpp>
+
+#include "actors/types.hpp"
+
+namespace recoverd::storage {
+
+/// How to open the log.
+struct event_log_options {
+  /// Directory of the database; created when missing (unless read-only).
+  std::string path;
+  /// Sync the WAL on every append (durable against power loss). With false,
+  /// appends survive a process crash but not a machine crash until
+  /// `sync_wal` runs.
+  bool sync = true;
+  /// Open without writing: for post-mortem tools, also while a daemon runs.
+  bool read_only = false;
+  /// RocksDB memtable size in bytes; 0 keeps RocksDB's default.
+  size_t write_buffer_size = 0;
+};
+
+/// One stored event of a job.
+struct stored_event {
+  uint64_t seq = 0;
+  std::string bytes;
+};
+
+/// One entry of the cluster-wide order.
+struct global_entry {
+  uint64_t position = 0;
+  std::string job_id;
+  uint64_t seq = 0;
+  std::string bytes;
+};
+
+/// The durable, append-only, per-job event log with a cluster-wide order,
+/// snapshots and metadata. Appends come from one writer (the journal);
+/// reads are safe from any thread.
+class event_log {
+public:
+  /// Schema version this code writes and reads.
+  static constexpr uint32_t schema_version = 1;
+
+  /// Opens (or creates) the log. Fails with a clear message when another
+  /// process holds the directory, or when it was written by another schema.
+  [[nodiscard]] static caf::expected<std::unique_ptr<event_log>>
+  open(const event_log_options& opts);
+
+  ~event_log();
+  event_log(const event_log&) = delete;
+  event_log& operator=(const event_log&) = delete;
+
+  /// Appends events and snapshots of any number of jobs as one atomic
+  /// `WriteBatch` (one sync when the log syncs), assigning the events
+  /// consecutive global positions in order.
+  [[nodiscard]] caf::error append(const std::vector<log_record>& events,
+                                  const std::vector<snapshot_record>& snapshots
+                                  = {});
+
+  /// Makes every append so far durable (for the `batch` sync policy).
+  [[nodiscard]] caf::error sync_wal();
+
+  /// Up to `max` events of `job_id` with seq >= `from_seq`, in order.
+  [[nodiscard]] caf::expected<std::vector<stored_event>>
+  read(const std::string& job_id, uint64_t from_seq, size_t max) const;
+
+  /// Calls `f` for every event of `job_id` with seq >= `from_seq`, in order;
+  /// stops at the first error `f` returns.
+  [[nodiscard]] caf::error
+  for_each(const std::string& job_id, uint64_t from_seq,
+           const std::function<caf::error(uint64_t, std::string_view)>& f)
+    const;
+
+  /// Up to `max` entries of the cluster-wide order from `from_position`.
+  [[nodiscard]] caf::expected<std::vector<global_entry>>
+  tail(uint64_t from_position, size_t max) const;
+
+  /// The latest snapshot of `job_id`, if any.
+  [[nodiscard]] caf::expected<std::optional<snapshot_record>>
+  snapshot(const std::string& job_id) const;
+
+  /// Every job id that has events, in key order.
+  [[nodiscard]] caf::expected<std::vector<std::string>> job_ids() const;
+
+  /// Sequence number of the last event of `job_id`, 0 when none.
+  [[nodiscard]] caf::expected<uint64_t> last_seq(const std::string& job_id)
+    const;
+
+  /// Global position of the last appended event, 0 when none.
+  uint64_t last_position() const;
+
+  /// How many times the log has been opened for writing, this time included.
+  uint64_t incarnation() const;
+
+  /// Directory of the database.
+  const std::string& path() const;
+
+  /// Testing aid: every later append fails as an I/O error would, with
+  /// `reason` in its message.
+  void inject_write_failure(std::string reason);
+
+private:
+  struct impl;
+  explicit event_log(std::unique_ptr<impl> p);
+  std::unique_ptr<impl> impl_;
+};
+
+} // namespace recoverd::storage

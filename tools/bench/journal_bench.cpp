@@ -1,0 +1,1 @@
+int placeholder_tools_bench_journal_bench_cpp;

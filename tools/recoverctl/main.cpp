@@ -1,0 +1,1 @@
+int placeholder_tools_recoverctl_main_cpp;
