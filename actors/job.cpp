@@ -132,7 +132,7 @@ void arm_keepalive(self_ptr self) {
 
 job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
                              job_model initial, job_config cfg,
-                             journal_actor journal) {
+                             journal_actor journal, caf::actor_addr parent) {
   if (auto err = validate(cfg)) {
     self->quit(err);
     return job_actor::behavior_type::make_empty_behavior();
@@ -140,7 +140,11 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
   self->state.model = std::move(initial);
   self->state.cfg = std::move(cfg);
   self->state.journal = std::move(journal);
-  self->set_down_handler([](caf::down_msg&) {});
+  // A job does not outlive its registry: pending timers would otherwise
+  // keep it alive at shutdown.
+  self->set_down_handler([=](caf::down_msg&) { self->quit(); });
+  if (parent)
+    self->monitor(parent);
   return {
     [=](put_atom, job_spec& spec) -> caf::result<put_result> {
       bool created = !self->state.model.exists;

@@ -30,8 +30,9 @@ struct job_state {
 /// The JOB behaviour.
 /// @param initial The job's state as replayed from the log (or empty with
 ///                the sequence number to continue from).
+/// @param parent The registry; the job ends when it does.
 job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
                              job_model initial, job_config cfg,
-                             journal_actor journal);
+                             journal_actor journal, caf::actor_addr parent);
 
 } // namespace recoverd

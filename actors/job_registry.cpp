@@ -31,7 +31,7 @@ const job_actor* find(self_ptr self, const std::string& id) {
 job_actor spawn_job(self_ptr self, job_model initial) {
   auto id = initial.spec.job_id;
   auto hdl = self->spawn(job, std::move(initial), self->state.cfg.job,
-                         self->state.journal);
+                         self->state.journal, self->address());
   self->state.jobs.emplace(std::move(id), hdl);
   return hdl;
 }

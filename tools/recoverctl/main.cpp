@@ -1,1 +1,249 @@
-int placeholder_tools_recoverctl_main_cpp;
+// recoverctl: the operator CLI of recoverd. Talks to a running daemon over
+// gRPC; JSON in and out is the proto3 JSON mapping of protos/platform.proto.
+//
+// Exit codes: 0 success; 1 the daemon refused the request (the message says
+// why); 2 bad usage or bad input (nothing was sent); 3 the daemon could not be
+// reached.
+
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <google/protobuf/util/json_util.h>
+#include <grpcpp/grpcpp.h>
+
+#include "platform.grpc.pb.h"
+
+namespace pb = recoverd::platform::v1;
+
+namespace {
+
+constexpr int exit_refused = 1;
+constexpr int exit_usage = 2;
+constexpr int exit_unreachable = 3;
+
+struct options {
+  std::string server = "127.0.0.1:8899";
+  std::string timeout = "10";
+};
+
+int fail(int code, const std::string& msg) {
+  std::cerr << "recoverctl: " << msg << "\n";
+  return code;
+}
+
+// Maps a failed call to a message and an exit code.
+int rpc_failed(const grpc::Status& st, const std::string& server) {
+  if (st.error_code() == grpc::StatusCode::UNAVAILABLE
+      && st.error_message().find("state change refused") == std::string::npos)
+    return fail(exit_unreachable,
+                "cannot reach recoverd at " + server + ": "
+                  + st.error_message());
+  if (st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED)
+    return fail(exit_unreachable,
+                "recoverd at " + server + " did not answer in time");
+  return fail(exit_refused, st.error_message());
+}
+
+std::string to_json(const google::protobuf::Message& msg) {
+  google::protobuf::util::JsonPrintOptions opts;
+  opts.add_whitespace = true;
+  opts.always_print_primitive_fields = true;
+  std::string out;
+  auto st = google::protobuf::util::MessageToJsonString(msg, &out, opts);
+  if (!st.ok())
+    return "{}";
+  return out;
+}
+
+class client {
+public:
+  explicit client(const options& opts) : opts_(opts) {
+    stub_ = pb::Platform::NewStub(
+      grpc::CreateChannel(opts.server, grpc::InsecureChannelCredentials()));
+  }
+
+  std::unique_ptr<grpc::ClientContext> context() const {
+    auto ctx = std::make_unique<grpc::ClientContext>();
+    ctx->set_deadline(std::chrono::system_clock::now()
+                      + std::chrono::milliseconds(
+                        static_cast<int64_t>(std::stod(opts_.timeout) * 1000)));
+    return ctx;
+  }
+
+  pb::Platform::Stub& stub() {
+    return *stub_;
+  }
+
+  const std::string& server() const {
+    return opts_.server;
+  }
+
+private:
+  const options& opts_;
+  std::unique_ptr<pb::Platform::Stub> stub_;
+};
+
+int job_put(client& c, const std::string& file) {
+  std::string text;
+  if (file == "-") {
+    text.assign(std::istreambuf_iterator<char>(std::cin), {});
+  } else {
+    std::ifstream in{file};
+    if (!in)
+      return fail(exit_usage, file + ": cannot read");
+    text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  pb::PutJobRequest req;
+  auto st = google::protobuf::util::JsonStringToMessage(text,
+                                                        req.mutable_spec());
+  if (!st.ok())
+    return fail(exit_usage, file + ": not a valid job file: "
+                              + std::string{st.message()});
+  pb::PutJobResponse resp;
+  auto ctx = c.context();
+  if (auto rst = c.stub().PutJob(ctx.get(), req, &resp); !rst.ok())
+    return rpc_failed(rst, c.server());
+  std::cout << "job " << resp.job().spec().jobid()
+            << (resp.created() ? " created" : " updated") << " (seq "
+            << resp.job().lastseq() << ")\n";
+  return 0;
+}
+
+int job_get(client& c, const std::string& id) {
+  pb::JobRef req;
+  req.set_jobid(id);
+  pb::JobStatus resp;
+  auto ctx = c.context();
+  if (auto st = c.stub().GetJob(ctx.get(), req, &resp); !st.ok())
+    return rpc_failed(st, c.server());
+  std::cout << to_json(resp);
+  return 0;
+}
+
+int job_delete(client& c, const std::string& id) {
+  pb::JobRef req;
+  req.set_jobid(id);
+  pb::DeleteJobResponse resp;
+  auto ctx = c.context();
+  if (auto st = c.stub().DeleteJob(ctx.get(), req, &resp); !st.ok())
+    return rpc_failed(st, c.server());
+  std::cout << "job " << id << " deleted (seq " << resp.lastseq() << ")\n";
+  return 0;
+}
+
+int jobs(client& c, const std::string& ns, bool json) {
+  pb::ListJobsRequest req;
+  req.set_namespace_(ns);
+  pb::ListJobsResponse resp;
+  auto ctx = c.context();
+  if (auto st = c.stub().ListJobs(ctx.get(), req, &resp); !st.ok())
+    return rpc_failed(st, c.server());
+  if (json) {
+    std::cout << to_json(resp);
+    return 0;
+  }
+  std::printf("%-36s %-16s %-10s %-10s %-8s %5s %6s %8s\n", "JOB", "NAME",
+              "NAMESPACE", "STATE", "AGENT", "PODS", "RANKS", "SEQ");
+  for (const auto& j : resp.jobs())
+    std::printf("%-36s %-16s %-10s %-10s %-8s %5d %6d %8llu\n",
+                j.jobid().c_str(), j.name().c_str(), j.namespace_().c_str(),
+                j.recoverystate().c_str(),
+                j.subscribed()   ? "attached"
+                : j.registered() ? "detached"
+                                 : "-",
+                j.pods(), j.ranks(),
+                static_cast<unsigned long long>(j.lastseq()));
+  return 0;
+}
+
+int annotate(client& c, const std::string& id,
+             const std::vector<std::string>& pairs) {
+  pb::SetAnnotationsRequest req;
+  req.set_jobid(id);
+  for (const auto& p : pairs) {
+    auto eq = p.find('=');
+    if (eq == std::string::npos) {
+      if (p.size() > 1 && p.back() == '-') {
+        req.add_remove(p.substr(0, p.size() - 1));
+        continue;
+      }
+      return fail(exit_usage, "expected KEY=VALUE or KEY- (to remove), got \""
+                                + p + "\"");
+    }
+    if (eq == 0)
+      return fail(exit_usage, "empty annotation key in \"" + p + "\"");
+    (*req.mutable_set())[p.substr(0, eq)] = p.substr(eq + 1);
+  }
+  pb::Annotations resp;
+  auto ctx = c.context();
+  if (auto st = c.stub().SetAnnotations(ctx.get(), req, &resp); !st.ok())
+    return rpc_failed(st, c.server());
+  std::cout << to_json(resp);
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  options opts;
+  CLI::App cli{"recoverctl: operate a recoverd daemon.\n"
+               "Exit codes: 0 ok, 1 refused by recoverd, 2 bad usage or "
+               "input, 3 recoverd unreachable."};
+  cli.require_subcommand(1);
+  cli.add_option("--server", opts.server, "recoverd address host:port")
+    ->capture_default_str();
+  cli.add_option("--timeout", opts.timeout, "seconds to wait for an answer")
+    ->capture_default_str()
+    ->check(CLI::PositiveNumber);
+
+  auto* job = cli.add_subcommand("job", "put, get or delete one job");
+  job->require_subcommand(1);
+  std::string file;
+  auto* put = job->add_subcommand(
+    "put", "create or update a job from a JSON JobSpec file ('-' = stdin)");
+  put->add_option("FILE", file, "the job file")->required();
+  std::string id;
+  auto* get = job->add_subcommand("get", "print a job's status as JSON");
+  get->add_option("JOB", id, "job id")->required();
+  auto* del = job->add_subcommand("delete", "delete a job (history is kept)");
+  del->add_option("JOB", id, "job id")->required();
+
+  std::string ns;
+  bool json = false;
+  auto* list = cli.add_subcommand("jobs", "list jobs as a table");
+  list->add_option("--namespace", ns, "only this namespace");
+  list->add_flag("--json", json, "print JSON instead of a table");
+
+  std::vector<std::string> pairs;
+  auto* ann = cli.add_subcommand(
+    "annotate", "set annotations (KEY=VALUE) or remove them (KEY-)");
+  ann->add_option("JOB", id, "job id")->required();
+  ann->add_option("PAIRS", pairs, "KEY=VALUE or KEY-")->required();
+
+  try {
+    cli.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    auto rc = cli.exit(e);
+    return rc == 0 ? 0 : exit_usage;
+  }
+
+  client c{opts};
+  if (put->parsed())
+    return job_put(c, file);
+  if (get->parsed())
+    return job_get(c, id);
+  if (del->parsed())
+    return job_delete(c, id);
+  if (list->parsed())
+    return jobs(c, ns, json);
+  if (ann->parsed())
+    return annotate(c, id, pairs);
+  return fail(exit_usage, "no command given; see --help");
+}

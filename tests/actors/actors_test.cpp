@@ -1,0 +1,392 @@
+#include <doctest/doctest.h>
+
+#include "actors/job_registry.hpp"
+#include "actors/journal.hpp"
+#include "fixtures/actor_fixture.hpp"
+#include "fixtures/jobs.hpp"
+#include "fixtures/temp_dir.hpp"
+#include "storage/event_codec.hpp"
+#include "storage/event_log.hpp"
+#include "storage/replay.hpp"
+
+using namespace recoverd;
+
+namespace {
+
+using signal_sink = test::recording_sink<process_signal>;
+using annotations_sink = test::recording_sink<annotations_view>;
+
+/// A registry over a real event log in a temp dir, all on the test thread.
+struct registry_fixture : test::actor_fixture {
+  test::temp_dir dir;
+  std::unique_ptr<storage::event_log> log;
+  journal_actor journal_hdl;
+  job_registry_actor registry;
+  int64_t now = 1'700'000'000'000;
+
+  registry_fixture() {
+    open();
+    start({}, {});
+  }
+
+  ~registry_fixture() override {
+    stop();
+  }
+
+  void open() {
+    storage::event_log_options opts;
+    opts.path = dir / "db";
+    auto x = storage::event_log::open(opts);
+    REQUIRE(x);
+    log = std::move(*x);
+  }
+
+  registry_config config(size_t max_jobs = 100) {
+    registry_config cfg;
+    cfg.max_jobs = max_jobs;
+    cfg.job.waits.keepalive = std::chrono::seconds(5);
+    cfg.job.snapshot_every = 3;
+    cfg.job.clock = [this] { return now; };
+    return cfg;
+  }
+
+  void start(std::vector<job_model> initial, std::vector<std::string> deleted,
+             size_t max_jobs = 100) {
+    journal_hdl = sys().spawn(recoverd::journal, log.get(), journal_config{});
+    registry = sys().spawn(job_registry, config(max_jobs), journal_hdl,
+                           std::move(initial), std::move(deleted),
+                           static_cast<const storage::event_log*>(log.get()));
+    run();
+  }
+
+  void stop() {
+    if (registry)
+      self->send_exit(registry, caf::exit_reason::user_shutdown);
+    if (journal_hdl)
+      self->send_exit(journal_hdl, caf::exit_reason::user_shutdown);
+    registry = nullptr;
+    journal_hdl = nullptr;
+    run();
+  }
+
+  /// Stops the actors, replays the log, and starts again (a daemon restart).
+  void restart(size_t max_jobs = 100) {
+    stop();
+    auto all = storage::replay_all(*log);
+    REQUIRE(all);
+    std::vector<job_model> jobs;
+    for (auto& j : all->live)
+      jobs.push_back(j.state);
+    start(std::move(jobs), all->deleted, max_jobs);
+  }
+
+  put_result put(const job_spec& spec) {
+    return request<put_result>(registry, put_atom::value, spec);
+  }
+
+  biz_status init(const std::string& id) {
+    return request<biz_status>(registry, init_atom::value,
+                               client_info{id, "taskd", "test"});
+  }
+
+  biz_status reg(const std::string& id) {
+    return request<biz_status>(registry, register_atom::value,
+                               client_info{id, "taskd", "test"});
+  }
+
+  std::shared_ptr<signal_sink> subscribe(const std::string& id) {
+    auto sink = std::make_shared<signal_sink>();
+    request<ok_atom>(registry, subscribe_atom::value,
+                     client_info{id, "taskd", "test"},
+                     signal_sink_ptr{sink});
+    return sink;
+  }
+
+  std::vector<std::string> event_kinds(const std::string& id) {
+    auto xs = log->read(id, 1, 1000);
+    REQUIRE(xs);
+    std::vector<std::string> result;
+    for (const auto& x : *xs) {
+      auto ev = storage::decode_event(x.bytes);
+      REQUIRE(ev);
+      result.emplace_back(kind_name(ev->body));
+    }
+    return result;
+  }
+};
+
+} // namespace
+
+TEST_CASE_FIXTURE(registry_fixture, "put, get, list, and every change is an "
+                                    "event in the log") {
+  auto created = put(test::make_job("b"));
+  CHECK(created.created);
+  CHECK(created.job.last_seq == 1);
+  CHECK(created.job.created_at_ms == now);
+  auto updated = put(test::make_job("b"));
+  CHECK_FALSE(updated.created);
+  put(test::make_job("a"));
+  auto status = request<job_status>(registry, get_atom::value, std::string{"b"});
+  CHECK(status.spec.pods.size() == 2);
+  CHECK(status.last_seq == 2);
+  auto list = request<std::vector<job_summary>>(registry, list_atom::value,
+                                                std::string{});
+  REQUIRE(list.size() == 2);
+  CHECK(list[0].job_id == "a");
+  CHECK(list[1].job_id == "b");
+  CHECK(list[1].ranks == 16);
+  auto other_ns = request<std::vector<job_summary>>(
+    registry, list_atom::value, std::string{"elsewhere"});
+  CHECK(other_ns.empty());
+  auto err = request_error<job_status>(registry, get_atom::value,
+                                       std::string{"nope"});
+  CHECK(errc_of(err) == errc::unknown_job);
+  CHECK(event_kinds("b") == std::vector<std::string>{"job_put", "job_put"});
+}
+
+TEST_CASE_FIXTURE(registry_fixture, "an invalid spec is refused and creates "
+                                    "nothing") {
+  auto spec = test::make_job("x");
+  spec.pods[1].devices[0].rank_id = "0";
+  auto err = request_error<put_result>(registry, put_atom::value, spec);
+  CHECK(errc_of(err) == errc::invalid_argument);
+  auto list = request<std::vector<job_summary>>(registry, list_atom::value,
+                                                std::string{});
+  CHECK(list.empty());
+  CHECK(event_kinds("x").empty());
+}
+
+TEST_CASE_FIXTURE(registry_fixture, "Init and Register: reference codes") {
+  CHECK(init("ghost").code == 502);
+  CHECK(reg("ghost").code == 408);
+  put(test::make_job("j"));
+  CHECK(reg("j").code == 408);
+  CHECK(init("j").code == 0);
+  auto ok = reg("j");
+  CHECK(ok.code == 0);
+  CHECK(ok.info == "register success");
+  CHECK(reg("j").code == 0);
+  auto status = request<job_status>(registry, get_atom::value, std::string{"j"});
+  CHECK(status.registered);
+  CHECK(status.process_recover_label == "on");
+  CHECK(event_kinds("j")
+        == std::vector<std::string>{"job_put", "job_inited", "job_registered"});
+}
+
+TEST_CASE_FIXTURE(registry_fixture, "the job cap refuses new jobs and, after "
+                                    "a restart with a lower cap, "
+                                    "registrations") {
+  put(test::make_job("a"));
+  put(test::make_job("b"));
+  CHECK(init("a").code == 0);
+  CHECK(init("b").code == 0);
+  CHECK(reg("a").code == 0);
+  restart(1);
+  auto err = request_error<put_result>(registry, put_atom::value,
+                                       test::make_job("c"));
+  CHECK(errc_of(err) == errc::job_cap_reached);
+  auto refused = reg("b");
+  CHECK(refused.code == 500);
+  CHECK(refused.info == "out of max serve jobs, reuse registry for jobId=b");
+  MESSAGE("an already registered job still answers 0");
+  CHECK(reg("a").code == 0);
+}
+
+TEST_CASE_FIXTURE(registry_fixture, "subscribe: keep-alives, take-over, and "
+                                    "a client that goes away") {
+  put(test::make_job("j"));
+  auto err = request_error<ok_atom>(
+    registry, subscribe_atom::value, client_info{"j", "t", ""},
+    signal_sink_ptr{std::make_shared<signal_sink>()});
+  CHECK(errc_of(err) == errc::not_registered);
+  CHECK(message_of(err) == "jobId=j not registed");
+  init("j");
+  reg("j");
+  auto first = subscribe("j");
+  CHECK(first->items.empty());
+  fire_timers();
+  REQUIRE(first->items.size() == 1);
+  CHECK(first->items[0].signal_type == "keep-alive");
+  CHECK(first->items[0].job_id == "j");
+  CHECK(first->items[0].uuid.empty());
+  fire_timers();
+  CHECK(first->items.size() == 2);
+  MESSAGE("a second subscriber takes over; the first ends with OK");
+  auto second = subscribe("j");
+  CHECK(first->finished);
+  CHECK_FALSE(first->final_error);
+  fire_timers();
+  CHECK(first->items.size() == 2);
+  CHECK(second->items.size() == 1);
+  auto status = request<job_status>(registry, get_atom::value, std::string{"j"});
+  CHECK(status.subscribed);
+  CHECK(status.recovery_state == "INIT");
+  MESSAGE("the client goes away");
+  second->client_gone();
+  run();
+  status = request<job_status>(registry, get_atom::value, std::string{"j"});
+  CHECK_FALSE(status.subscribed);
+  CHECK(event_kinds("j")
+        == std::vector<std::string>{"job_put", "job_inited", "job_registered",
+                                    "subscriber_attached",
+                                    "subscriber_detached",
+                                    "subscriber_attached",
+                                    "subscriber_detached"});
+}
+
+TEST_CASE_FIXTURE(registry_fixture, "annotation watchers see the current view "
+                                    "and every change") {
+  put(test::make_job("j"));
+  auto sink = std::make_shared<annotations_sink>();
+  request<ok_atom>(registry, watch_atom::value, std::string{"j"},
+                   annotations_sink_ptr{sink});
+  REQUIRE(sink->items.size() == 1);
+  CHECK(sink->items[0].annotations.empty());
+  auto view = request<annotations_view>(
+    registry, annotate_atom::value, std::string{"j"},
+    string_map{{"ProcessRecoverStrategy", "recover"}},
+    std::vector<std::string>{}, std::string{"platform"});
+  CHECK(view.annotations.at("ProcessRecoverStrategy") == "recover");
+  REQUIRE(sink->items.size() == 2);
+  CHECK(sink->items[1].annotations.at("ProcessRecoverStrategy") == "recover");
+  init("j");
+  reg("j");
+  REQUIRE(sink->items.size() == 3);
+  CHECK(sink->items[2].process_recover_label == "on");
+  MESSAGE("no change, no message");
+  request<annotations_view>(registry, annotate_atom::value, std::string{"j"},
+                            string_map{{"ProcessRecoverStrategy", "recover"}},
+                            std::vector<std::string>{},
+                            std::string{"platform"});
+  CHECK(sink->items.size() == 3);
+  auto got = request<annotations_view>(registry, get_atom::value,
+                                       annots_atom::value, std::string{"j"});
+  CHECK(got.annotations.size() == 1);
+}
+
+TEST_CASE_FIXTURE(registry_fixture, "delete ends streams; Register then "
+                                    "answers 402; a re-put continues the "
+                                    "sequence") {
+  put(test::make_job("j"));
+  init("j");
+  reg("j");
+  auto agent = subscribe("j");
+  auto watcher = std::make_shared<annotations_sink>();
+  request<ok_atom>(registry, watch_atom::value, std::string{"j"},
+                   annotations_sink_ptr{watcher});
+  auto seq = request<uint64_t>(registry, delete_atom::value, std::string{"j"});
+  CHECK(seq == 6);
+  CHECK(agent->finished);
+  CHECK_FALSE(agent->final_error);
+  CHECK(watcher->finished);
+  CHECK(errc_of(request_error<job_status>(registry, get_atom::value,
+                                          std::string{"j"}))
+        == errc::unknown_job);
+  CHECK(reg("j").code == 402);
+  CHECK(init("j").code == 502);
+  CHECK(errc_of(request_error<uint64_t>(registry, delete_atom::value,
+                                        std::string{"j"}))
+        == errc::unknown_job);
+  auto again = put(test::make_job("j"));
+  CHECK(again.created);
+  CHECK(again.job.last_seq == 7);
+  CHECK_FALSE(again.job.registered);
+  MESSAGE("and after a restart the same holds");
+  restart();
+  auto status = request<job_status>(registry, get_atom::value, std::string{"j"});
+  CHECK(status.last_seq == 7);
+}
+
+TEST_CASE_FIXTURE(registry_fixture, "a restart rebuilds jobs, annotations "
+                                    "and registrations from the log") {
+  auto spec = test::make_job("j");
+  spec.annotations = {{"a", "1"}};
+  put(spec);
+  init("j");
+  reg("j");
+  subscribe("j");
+  request<annotations_view>(registry, annotate_atom::value, std::string{"j"},
+                            string_map{{"b", "2"}}, std::vector<std::string>{},
+                            std::string{"platform"});
+  auto before = request<job_status>(registry, get_atom::value, std::string{"j"});
+  restart();
+  auto after = request<job_status>(registry, get_atom::value, std::string{"j"});
+  CHECK(after.last_seq == before.last_seq);
+  CHECK(after.registered);
+  CHECK(after.inited);
+  CHECK_FALSE(after.subscribed);
+  CHECK(after.spec.annotations == string_map{{"a", "1"}, {"b", "2"}});
+  CHECK(after.spec.pods.size() == before.spec.pods.size());
+  CHECK(reg("j").code == 0);
+  MESSAGE("snapshots were written (every 3 events) and replay used one");
+  auto snap = log->snapshot("j");
+  REQUIRE(snap);
+  CHECK(snap->has_value());
+  auto replayed = storage::replay_job(*log, "j");
+  REQUIRE(replayed);
+  CHECK(replayed->from_snapshot);
+  CHECK(replayed->events_replayed < after.last_seq);
+  CHECK(replayed->state.seq == after.last_seq);
+  MESSAGE("a new subscription continues the generation count");
+  auto sink = subscribe("j");
+  fire_timers();
+  CHECK(sink->items.size() == 1);
+}
+
+TEST_CASE_FIXTURE(registry_fixture, "a storage failure is reported, changes "
+                                    "nothing, and every later change is "
+                                    "refused") {
+  put(test::make_job("j"));
+  log->inject_write_failure("Input/output error");
+  auto err = request_error<biz_status>(registry, init_atom::value,
+                                       client_info{"j", "t", ""});
+  CHECK(errc_of(err) == errc::storage_failure);
+  CHECK(message_of(err).find("Input/output error") != std::string::npos);
+  auto status = request<job_status>(registry, get_atom::value, std::string{"j"});
+  CHECK_FALSE(status.inited);
+  CHECK(status.last_seq == 1);
+  MESSAGE("sticky: even if the disk recovers, the journal stays refusing");
+  log->inject_write_failure("");
+  err = request_error<put_result>(registry, put_atom::value,
+                                  test::make_job("k"));
+  CHECK(errc_of(err) == errc::storage_failure);
+  CHECK(errc_of(request_error<job_status>(registry, get_atom::value,
+                                          std::string{"k"}))
+        == errc::unknown_job);
+  auto stats = request<journal_stats>(journal_hdl, status_atom::value);
+  CHECK_FALSE(stats.failure.empty());
+}
+
+TEST_CASE_FIXTURE(registry_fixture, "the journal groups concurrent appends "
+                                    "into one write") {
+  std::vector<caf::typed_response_promise<uint64_t>> unused;
+  for (int i = 0; i < 10; ++i)
+    self->send(journal_hdl, append_atom::value,
+               std::vector<log_record>{{"job" + std::to_string(i), 1, "x"}},
+               std::vector<snapshot_record>{});
+  run();
+  auto stats = request<journal_stats>(journal_hdl, status_atom::value);
+  CHECK(stats.batches == 1);
+  CHECK(stats.records == 10);
+  CHECK(stats.max_batch == 10);
+  CHECK(stats.last_position == 10);
+  CHECK(log->last_position() == 10);
+}
+
+TEST_CASE_FIXTURE(registry_fixture, "device faults are recorded per job and "
+                                    "refused for unknown jobs") {
+  put(test::make_job("j", 2, 2));
+  request<ok_atom>(registry, faults_atom::value,
+                   job_device_faults{"j", "UnHealthy",
+                                     {{"n1", "0", {"80E01801"}, "L2"}}});
+  auto status = request<job_status>(registry, get_atom::value, std::string{"j"});
+  CHECK(status.health_state == "UnHealthy");
+  REQUIRE(status.device_faults.size() == 1);
+  auto err = request_error<ok_atom>(registry, faults_atom::value,
+                                    job_device_faults{"zz", "Healthy", {}});
+  CHECK(errc_of(err) == errc::unknown_job);
+  err = request_error<ok_atom>(registry, faults_atom::value,
+                               job_device_faults{"j", "Healthy",
+                                                 {{"n7", "0", {"X"}, ""}}});
+  CHECK(errc_of(err) == errc::invalid_argument);
+}

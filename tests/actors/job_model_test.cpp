@@ -1,0 +1,312 @@
+#include <doctest/doctest.h>
+
+#include "actors/error.hpp"
+#include "actors/job_model.hpp"
+#include "fixtures/jobs.hpp"
+
+using namespace recoverd;
+
+namespace {
+
+// Applies what `cmd` decides, stamping seq and time like the job actor.
+job_model step(job_model m, const command& cmd, biz_status* status = nullptr) {
+  auto d = decide(m, cmd);
+  REQUIRE_MESSAGE(d, (d ? "" : message_of(d.error())));
+  for (auto& body : d->events)
+    m = apply(m, event{m.seq + 1, 1000 + static_cast<int64_t>(m.seq), body});
+  if (status)
+    *status = d->status;
+  return m;
+}
+
+std::string validation_error(const job_spec& spec) {
+  auto err = validate(spec);
+  REQUIRE(err);
+  CHECK(errc_of(err) == errc::invalid_argument);
+  return message_of(err);
+}
+
+bool starts_with(const std::string& x, const std::string& prefix) {
+  return x.rfind(prefix, 0) == 0;
+}
+
+job_model registered_job(const std::string& id = "j") {
+  job_model m;
+  m = step(m, put_cmd{test::make_job(id)});
+  m = step(m, init_cmd{{id, "taskd", "p"}});
+  return step(m, register_cmd{{id, "taskd", "p"}});
+}
+
+} // namespace
+
+TEST_CASE("a valid spec passes validation") {
+  CHECK_FALSE(validate(test::make_job("j")));
+}
+
+TEST_CASE("invalid specs are rejected with the offending field named") {
+  auto spec = test::make_job("j", 2, 2);
+  SUBCASE("empty job id") {
+    spec.job_id = "";
+    CHECK(starts_with(validation_error(spec), "jobId:"));
+  }
+  SUBCASE("control character in job id") {
+    spec.job_id = std::string{"a\0b", 3};
+    CHECK(starts_with(validation_error(spec), "jobId:"));
+  }
+  SUBCASE("unknown strategy") {
+    spec.recover_strategies = {"retry", "bogus"};
+    auto msg = validation_error(spec);
+    CHECK(starts_with(msg, "recoverStrategies[1]:"));
+    CHECK(msg.find("bogus") != std::string::npos);
+  }
+  SUBCASE("graceful fault tolerance with process-level recovery") {
+    spec.graceful_fault_tolerance = true;
+    spec.process_recover_enable = true;
+    CHECK(starts_with(validation_error(spec), "gracefulFaultTolerance:"));
+  }
+  SUBCASE("graceful fault tolerance alone is fine") {
+    spec.graceful_fault_tolerance = true;
+    spec.process_recover_enable = false;
+    CHECK_FALSE(validate(spec));
+  }
+  SUBCASE("duplicate rank ids") {
+    spec.pods[1].devices[0].rank_id = "0";
+    auto msg = validation_error(spec);
+    CHECK(starts_with(msg, "pods[1].devices[0].rankId:"));
+    CHECK(msg.find("n0/0") != std::string::npos);
+  }
+  SUBCASE("a rank on two devices of one pod") {
+    spec.pods[0].devices[1].rank_id = "0";
+    CHECK(starts_with(validation_error(spec), "pods[0].devices[1].rankId:"));
+  }
+  SUBCASE("duplicate pod ranks") {
+    spec.pods[1].pod_rank = 0;
+    CHECK(starts_with(validation_error(spec), "pods[1].podRank:"));
+  }
+  SUBCASE("negative pod rank") {
+    spec.pods[0].pod_rank = -1;
+    CHECK(starts_with(validation_error(spec), "pods[0].podRank:"));
+  }
+  SUBCASE("non-numeric rank") {
+    spec.pods[0].devices[0].rank_id = "eight";
+    CHECK(starts_with(validation_error(spec), "pods[0].devices[0].rankId:"));
+  }
+  SUBCASE("duplicate device in a pod") {
+    spec.pods[0].devices[1].device_id = "0";
+    CHECK(starts_with(validation_error(spec), "pods[0].devices[1].deviceId:"));
+  }
+  SUBCASE("missing node name and uid") {
+    spec.pods[0].node_name = "";
+    CHECK(starts_with(validation_error(spec), "pods[0].nodeName:"));
+    spec.pods[0].node_name = "n0";
+    spec.pods[0].uid = "";
+    CHECK(starts_with(validation_error(spec), "pods[0].uid:"));
+  }
+  SUBCASE("unknown enum values") {
+    spec.fault_scheduling = "sometimes";
+    CHECK(starts_with(validation_error(spec), "faultScheduling:"));
+    spec.fault_scheduling = "";
+    spec.sub_healthy_strategy = "panic";
+    CHECK(starts_with(validation_error(spec), "subHealthyStrategy:"));
+    spec.sub_healthy_strategy = "";
+    spec.framework = "jax";
+    CHECK(starts_with(validation_error(spec), "framework:"));
+  }
+  SUBCASE("a repeated strategy") {
+    spec.recover_strategies = {"dump", "dump"};
+    CHECK(starts_with(validation_error(spec), "recoverStrategies[1]:"));
+  }
+}
+
+TEST_CASE("effective strategies follow the reference's order and additions") {
+  auto spec = test::make_job("j");
+  spec.recover_strategies = {"dump", "retry", "recover-in-place"};
+  CHECK(effective_strategies(spec)
+        == std::vector<std::string>{"retry", "recover-in-place", "dump",
+                                    "exit"});
+  spec.fault_scheduling = "force";
+  spec.pod_rescheduling = true;
+  spec.recover_strategies = {"exit", "elastic-training"};
+  CHECK(effective_strategies(spec)
+        == std::vector<std::string>{"elastic-training", "exit",
+                                    "job-rescheduling", "pod-rescheduling"});
+  spec.recover_strategies = {};
+  spec.fault_scheduling = "";
+  spec.pod_rescheduling = false;
+  CHECK(effective_strategies(spec) == std::vector<std::string>{"exit"});
+}
+
+TEST_CASE("platform mode comes from the flag or the strategy annotation") {
+  auto spec = test::make_job("j");
+  CHECK_FALSE(make_init_config(spec).platform_mode);
+  spec.annotations["ProcessRecoverStrategy"] = "";
+  CHECK(make_init_config(spec).platform_mode);
+  spec.annotations.clear();
+  spec.platform_mode = true;
+  CHECK(make_init_config(spec).platform_mode);
+}
+
+TEST_CASE("put creates, updates, keeps annotations, and re-creates") {
+  job_model m;
+  auto spec = test::make_job("j");
+  spec.annotations = {{"a", "1"}};
+  m = step(m, put_cmd{spec});
+  CHECK(m.exists);
+  CHECK(m.seq == 1);
+  CHECK(m.created_at_ms == 1000);
+  MESSAGE("an update with no annotations keeps the current ones");
+  auto update = spec;
+  update.annotations.clear();
+  update.pods[0].uid = "rescheduled";
+  auto d = decide(m, put_cmd{update});
+  REQUIRE(d);
+  REQUIRE(d->events.size() == 1);
+  CHECK_FALSE(std::get<job_put>(d->events[0]).created);
+  m = step(m, put_cmd{update});
+  CHECK(m.spec.pods[0].uid == "rescheduled");
+  CHECK(m.spec.annotations.at("a") == "1");
+  CHECK(m.created_at_ms == 1000);
+  MESSAGE("delete empties the state but keeps id and sequence");
+  m = step(m, delete_cmd{});
+  CHECK_FALSE(m.exists);
+  CHECK(m.seq == 3);
+  CHECK(m.spec.job_id == "j");
+  CHECK(m.spec.pods.empty());
+  m = step(m, put_cmd{spec});
+  CHECK(m.exists);
+  CHECK(m.seq == 4);
+  CHECK_FALSE(m.registered);
+  MESSAGE("an invalid put changes nothing");
+  auto bad = spec;
+  bad.recover_strategies = {"x"};
+  CHECK_FALSE(decide(m, put_cmd{bad}));
+}
+
+TEST_CASE("Init answers 0, 403, and keeps the first configuration") {
+  job_model m;
+  auto spec = test::make_job("j");
+  spec.process_recover_enable = false;
+  m = step(m, put_cmd{spec});
+  biz_status status;
+  auto before = m.seq;
+  m = step(m, init_cmd{{"j", "taskd", ""}}, &status);
+  CHECK(status.code == 403);
+  CHECK(status.info.find("job(uid=j)") != std::string::npos);
+  CHECK(m.seq == before);
+  CHECK_FALSE(m.inited);
+  MESSAGE("hot switch alone is enough");
+  spec.sub_healthy_strategy = "hotSwitch";
+  m = step(m, put_cmd{spec});
+  m = step(m, init_cmd{{"j", "taskd", ""}}, &status);
+  CHECK(status.code == 0);
+  CHECK(status.info == "job(uid=j) init success");
+  CHECK(m.inited);
+  MESSAGE("a second Init after the annotations changed keeps the old config");
+  m = step(m, annotate_cmd{{{"ProcessRecoverStrategy", "retry"}}, {}});
+  auto seq = m.seq;
+  m = step(m, init_cmd{{"j", "taskd", ""}}, &status);
+  CHECK(status.code == 0);
+  CHECK(m.seq == seq);
+  CHECK_FALSE(m.init.platform_mode);
+}
+
+TEST_CASE("Register answers 408 before Init, 500 at the cap, then 0") {
+  job_model m;
+  m = step(m, put_cmd{test::make_job("j")});
+  biz_status status;
+  m = step(m, register_cmd{{"j", "t", ""}}, &status);
+  CHECK(status.code == 408);
+  CHECK(status.info == "jobId=j not inited");
+  m = step(m, init_cmd{{"j", "t", ""}});
+  m = step(m, register_cmd{{"j", "t", ""}, true}, &status);
+  CHECK(status.code == 500);
+  CHECK_FALSE(m.registered);
+  m = step(m, register_cmd{{"j", "t", ""}}, &status);
+  CHECK(status.code == 0);
+  CHECK(status.info == "register success");
+  CHECK(m.registered);
+  CHECK(m.process_recover_label == "on");
+  MESSAGE("idempotent, and no new event");
+  auto seq = m.seq;
+  m = step(m, register_cmd{{"j", "t", ""}, true}, &status);
+  CHECK(status.code == 0);
+  CHECK(m.seq == seq);
+}
+
+TEST_CASE("Subscribe needs registration and takes over the older stream") {
+  job_model m;
+  m = step(m, put_cmd{test::make_job("j")});
+  auto err = decide(m, subscribe_cmd{{"j", "t", ""}, 0});
+  REQUIRE_FALSE(err);
+  CHECK(errc_of(err.error()) == errc::not_registered);
+  CHECK(message_of(err.error()) == "jobId=j not registed");
+  m = registered_job();
+  auto d = decide(m, subscribe_cmd{{"j", "t", "peer"}, 0});
+  REQUIRE(d);
+  REQUIRE(d->events.size() == 1);
+  CHECK(std::get<subscriber_attached>(d->events[0]).generation == 1);
+  m = step(m, subscribe_cmd{{"j", "t", "peer"}, 0});
+  d = decide(m, subscribe_cmd{{"j", "t", "peer2"}, 1});
+  REQUIRE(d);
+  REQUIRE(d->events.size() == 2);
+  CHECK(std::get<subscriber_detached>(d->events[0]).reason == "taken over");
+  CHECK(std::get<subscriber_attached>(d->events[1]).generation == 2);
+  MESSAGE("subscribing does not reset the job");
+  m = step(m, subscribe_cmd{{"j", "t", "peer2"}, 1});
+  CHECK(m.registered);
+  CHECK(m.recovery_state == "INIT");
+}
+
+TEST_CASE("a stale detach is ignored; a live one is recorded") {
+  auto m = registered_job();
+  auto d = decide(m, detach_cmd{1, 2, "cancelled"});
+  REQUIRE(d);
+  CHECK(d->events.empty());
+  d = decide(m, detach_cmd{2, 2, "cancelled"});
+  REQUIRE(d);
+  CHECK(d->events.size() == 1);
+}
+
+TEST_CASE("annotations: only real changes are events; bad input is refused") {
+  job_model m;
+  auto spec = test::make_job("j");
+  spec.annotations = {{"a", "1"}, {"b", "2"}};
+  m = step(m, put_cmd{spec});
+  auto d = decide(m, annotate_cmd{{{"a", "1"}}, {"zzz"}});
+  REQUIRE(d);
+  CHECK(d->events.empty());
+  m = step(m, annotate_cmd{{{"a", "9"}, {"c", ""}}, {"b"}});
+  CHECK(m.spec.annotations == string_map{{"a", "9"}, {"c", ""}});
+  CHECK_FALSE(decide(m, annotate_cmd{{{"", "x"}}, {}}));
+  CHECK_FALSE(decide(m, annotate_cmd{{{"a", "x"}}, {"a"}}));
+  CHECK_FALSE(decide(m, annotate_cmd{{}, {""}}));
+}
+
+TEST_CASE("device faults: validated against the topology, deduplicated") {
+  job_model m;
+  m = step(m, put_cmd{test::make_job("j", 2, 2)});
+  job_device_faults f{"j", "UnHealthy", {{"n1", "1", {"80E01801"}, "L"}}};
+  m = step(m, faults_cmd{f});
+  CHECK(m.health_state == "UnHealthy");
+  CHECK(m.device_faults.size() == 1);
+  auto seq = m.seq;
+  m = step(m, faults_cmd{f});
+  CHECK(m.seq == seq);
+  m = step(m, faults_cmd{{"j", "Healthy", {}}});
+  CHECK(m.health_state == "Healthy");
+  CHECK(m.device_faults.empty());
+  CHECK_FALSE(decide(m, faults_cmd{{"j", "Fine", {}}}));
+  CHECK_FALSE(decide(m, faults_cmd{{"j", "Healthy", {{"n9", "1", {"X"}, ""}}}}));
+  CHECK_FALSE(decide(m, faults_cmd{{"j", "Healthy", {{"n0", "7", {"X"}, ""}}}}));
+  CHECK_FALSE(decide(m, faults_cmd{{"j", "Healthy", {{"n0", "1", {}, ""}}}}));
+}
+
+TEST_CASE("apply is pure: the same events give the same state") {
+  auto a = registered_job();
+  auto b = registered_job();
+  CHECK(a.seq == b.seq);
+  CHECK(a.updated_at_ms == b.updated_at_ms);
+  CHECK(a.registered == b.registered);
+  CHECK(to_summary(a, false).ranks == 16);
+  CHECK(to_summary(a, false).pods == 2);
+}
