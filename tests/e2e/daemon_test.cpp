@@ -1,1 +1,203 @@
+// End-to-end: the real recoverd binary and recoverctl, over loopback.
+
 #include <doctest/doctest.h>
+
+#include <fstream>
+
+#include <grpcpp/grpcpp.h>
+
+#include "fixtures/process.hpp"
+#include "fixtures/temp_dir.hpp"
+#include "recover.grpc.pb.h"
+
+using namespace recoverd::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::string daemon_bin = RECOVERD_BIN;
+const std::string ctl_bin = RECOVERCTL_BIN;
+
+const char* job_file = R"({
+  "jobId": "e2e-job",
+  "name": "e2e",
+  "namespace": "ml",
+  "framework": "mindspore",
+  "recoverStrategies": ["retry", "recover", "dump"],
+  "processRecoverEnable": true,
+  "annotations": {"team": "a"},
+  "pods": [
+    {"podRank": 0, "uid": "u0", "nodeName": "n0", "running": true,
+     "devices": [{"deviceId": "0", "rankId": "0"}, {"deviceId": "1", "rankId": "1"}]},
+    {"podRank": 1, "uid": "u1", "nodeName": "n1", "running": true,
+     "devices": [{"deviceId": "0", "rankId": "2"}, {"deviceId": "1", "rankId": "3"}]}
+  ]
+})";
+
+/// The daemon under test, on a free loopback port.
+struct running_daemon {
+  std::unique_ptr<child_process> proc;
+  std::string address;
+
+  running_daemon(const temp_dir& dir, const std::string& listen = "127.0.0.1:0") {
+    proc = std::make_unique<child_process>(
+      daemon_bin,
+      std::vector<std::string>{"--listen", listen, "--data-dir", dir / "data",
+                               "--keepalive-interval", "200ms"},
+      dir / "daemon.log");
+    address = proc->read_line_after("recoverd: listening on ");
+    REQUIRE_MESSAGE(!address.empty(), "the daemon did not start");
+  }
+};
+
+std::pair<int, std::string> ctl(const std::string& server,
+                                const std::string& args) {
+  return run_command(ctl_bin + " --server " + server + " " + args);
+}
+
+::Status call_unary(::Recover::Stub& stub, bool reg, const std::string& job) {
+  ::ClientInfo who;
+  who.set_jobid(job);
+  who.set_role("e2e-agent");
+  ::Status resp;
+  grpc::ClientContext c;
+  c.set_deadline(std::chrono::system_clock::now() + 10s);
+  auto st = reg ? stub.Register(&c, who, &resp) : stub.Init(&c, who, &resp);
+  REQUIRE_MESSAGE(st.ok(), st.error_message());
+  return resp;
+}
+
+} // namespace
+
+TEST_CASE("e2e: put with recoverctl, register, subscribe, SIGKILL, restart, "
+          "everything is still there") {
+  temp_dir dir;
+  {
+    std::ofstream f{dir / "job.json"};
+    f << job_file;
+  }
+  std::string job_json_before;
+  {
+    running_daemon d{dir};
+    auto [rc, out] = ctl(d.address, "job put " + (dir / "job.json"));
+    REQUIRE_MESSAGE(rc == 0, out);
+    CHECK(out.find("job e2e-job created") != std::string::npos);
+    auto [arc, aout] = ctl(d.address, "annotate e2e-job owner=ops team-");
+    REQUIRE_MESSAGE(arc == 0, aout);
+    auto stub = ::Recover::NewStub(
+      grpc::CreateChannel(d.address, grpc::InsecureChannelCredentials()));
+    CHECK(call_unary(*stub, false, "e2e-job").code() == 0);
+    CHECK(call_unary(*stub, true, "e2e-job").code() == 0);
+    ::ClientInfo who;
+    who.set_jobid("e2e-job");
+    grpc::ClientContext sc;
+    sc.set_deadline(std::chrono::system_clock::now() + 10s);
+    auto stream = stub->SubscribeProcessManageSignal(&sc, who);
+    ::ProcessManageSignal sig;
+    REQUIRE(stream->Read(&sig));
+    CHECK(sig.signaltype() == "keep-alive");
+    CHECK(sig.jobid() == "e2e-job");
+    auto [grc, got] = ctl(d.address, "job get e2e-job");
+    REQUIRE(grc == 0);
+    CHECK(got.find("\"subscribed\": true") != std::string::npos);
+    job_json_before = got;
+    MESSAGE("SIGKILL the daemon mid-stream");
+    d.proc->kill(SIGKILL);
+    CHECK(d.proc->wait() == 128 + SIGKILL);
+    while (stream->Read(&sig)) {
+    }
+    stream->Finish();
+  }
+  running_daemon d{dir};
+  auto [rc, got] = ctl(d.address, "job get e2e-job");
+  REQUIRE_MESSAGE(rc == 0, got);
+  CHECK(got.find("\"owner\": \"ops\"") != std::string::npos);
+  CHECK(got.find("\"team\"") == std::string::npos);
+  CHECK(got.find("\"registered\": true") != std::string::npos);
+  CHECK(got.find("\"inited\": true") != std::string::npos);
+  CHECK(got.find("\"processRecoverLabel\": \"on\"") != std::string::npos);
+  CHECK(got.find("\"uid\": \"u1\"") != std::string::npos);
+  CHECK(got.find("\"rankId\": \"3\"") != std::string::npos);
+  CHECK(got.find("\"subscribed\": false") != std::string::npos);
+  // The spec part is identical before and after the crash.
+  auto spec_of = [](const std::string& json) {
+    auto end = json.find("\"inited\"");
+    return json.substr(0, end);
+  };
+  CHECK(spec_of(got) == spec_of(job_json_before));
+  auto stub = ::Recover::NewStub(
+    grpc::CreateChannel(d.address, grpc::InsecureChannelCredentials()));
+  auto reg = call_unary(*stub, true, "e2e-job");
+  CHECK(reg.code() == 0);
+  CHECK(reg.info() == "register success");
+  CHECK(call_unary(*stub, false, "e2e-job").code() == 0);
+  ::ClientInfo who;
+  who.set_jobid("e2e-job");
+  grpc::ClientContext sc;
+  sc.set_deadline(std::chrono::system_clock::now() + 10s);
+  auto stream = stub->SubscribeProcessManageSignal(&sc, who);
+  ::ProcessManageSignal sig;
+  REQUIRE(stream->Read(&sig));
+  CHECK(sig.signaltype() == "keep-alive");
+  sc.TryCancel();
+  stream->Finish();
+  auto [lrc, list] = ctl(d.address, "jobs");
+  CHECK(lrc == 0);
+  CHECK(list.find("e2e-job") != std::string::npos);
+  MESSAGE("SIGTERM stops it cleanly with exit 0");
+  d.proc->kill(SIGTERM);
+  CHECK(d.proc->wait() == 0);
+  std::ifstream log{dir / "daemon.log"};
+  std::string text{std::istreambuf_iterator<char>(log), {}};
+  CHECK(text.find("replayed 1 jobs") != std::string::npos);
+  CHECK(text.find("event log closed") != std::string::npos);
+}
+
+TEST_CASE("e2e: a second daemon on the same data directory or port fails at "
+          "once") {
+  temp_dir dir;
+  running_daemon first{dir};
+  auto [rc, out] = run_command(daemon_bin + " --listen 127.0.0.1:0 --data-dir "
+                               + (dir / "data"));
+  CHECK(rc == 1);
+  CHECK(out.find("in use by another recoverd") != std::string::npos);
+  temp_dir other;
+  auto [prc, pout] = run_command(daemon_bin + " --listen " + first.address
+                                 + " --data-dir " + (other / "data"));
+  CHECK(prc == 1);
+  CHECK(pout.find("cannot listen on") != std::string::npos);
+  CHECK(first.proc->running());
+}
+
+TEST_CASE("e2e: recoverctl exit codes and messages") {
+  temp_dir dir;
+  running_daemon d{dir};
+  auto [rc1, out1] = ctl(d.address, "job get missing");
+  CHECK(rc1 == 1);
+  CHECK(out1.find("job missing is not known") != std::string::npos);
+  {
+    std::ofstream f{dir / "bad.json"};
+    f << R"({"jobId": "b", "recoverStrategies": ["warp"]})";
+  }
+  auto [rc2, out2] = ctl(d.address, "job put " + (dir / "bad.json"));
+  CHECK(rc2 == 1);
+  CHECK(out2.find("recoverStrategies[0]") != std::string::npos);
+  {
+    std::ofstream f{dir / "garbage.json"};
+    f << "{not json";
+  }
+  auto [rc3, out3] = ctl(d.address, "job put " + (dir / "garbage.json"));
+  CHECK(rc3 == 2);
+  CHECK(out3.find("not a valid job file") != std::string::npos);
+  auto [rc4, out4] = ctl(d.address, "annotate x novalue");
+  CHECK(rc4 == 2);
+  auto [rc5, out5] = run_command(ctl_bin
+                                 + " --server 127.0.0.1:1 --timeout 2 jobs");
+  CHECK(rc5 == 3);
+  CHECK(out5.find("cannot reach recoverd") != std::string::npos);
+  auto [rc6, out6] = ctl(d.address, "job delete missing");
+  CHECK(rc6 == 1);
+  auto [rc7, out7] = run_command(ctl_bin + " --help");
+  CHECK(rc7 == 0);
+  CHECK(out7.find("Exit codes") != std::string::npos);
+}

@@ -1,1 +1,479 @@
-int placeholder_services;
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+
+#include "actors/error.hpp"
+#include "fixtures/temp_dir.hpp"
+#include "platform.grpc.pb.h"
+#include "recover.grpc.pb.h"
+#include "services/app.hpp"
+#include "storage/event_log.hpp"
+
+using namespace recoverd;
+namespace pb = recoverd::platform::v1;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::unique_ptr<app> start_app(const std::string& dir,
+                               const std::string& listen = "127.0.0.1:0",
+                               millis keepalive = 200ms) {
+  app_options opts;
+  opts.listen = listen;
+  opts.data_dir = dir;
+  opts.registry.job.waits.keepalive = keepalive;
+  opts.worker_threads = 2;
+  auto x = app::start(opts);
+  REQUIRE_MESSAGE(x, (x ? "" : message_of(x.error())));
+  return std::move(*x);
+}
+
+/// A running in-process daemon and stubs for both services.
+struct service_fixture {
+  test::temp_dir dir;
+  std::unique_ptr<app> daemon;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<pb::Platform::Stub> platform;
+  std::unique_ptr<::Recover::Stub> recover;
+
+  explicit service_fixture(millis keepalive = 200ms) {
+    daemon = start_app(dir / "db", "127.0.0.1:0", keepalive);
+    channel = grpc::CreateChannel(daemon->address(),
+                                  grpc::InsecureChannelCredentials());
+    platform = pb::Platform::NewStub(channel);
+    recover = ::Recover::NewStub(channel);
+  }
+
+  static std::unique_ptr<grpc::ClientContext> ctx(millis deadline = 10s) {
+    auto c = std::make_unique<grpc::ClientContext>();
+    c->set_deadline(std::chrono::system_clock::now() + deadline);
+    return c;
+  }
+
+  grpc::Status put(const pb::JobSpec& spec, pb::PutJobResponse* out = nullptr) {
+    pb::PutJobRequest req;
+    *req.mutable_spec() = spec;
+    pb::PutJobResponse resp;
+    auto c = ctx();
+    auto st = platform->PutJob(c.get(), req, &resp);
+    if (out)
+      *out = resp;
+    return st;
+  }
+
+  ::Status call(grpc::Status (::Recover::Stub::*method)(grpc::ClientContext*,
+                                                        const ::ClientInfo&,
+                                                        ::Status*),
+                const std::string& job) {
+    ::ClientInfo req;
+    req.set_jobid(job);
+    req.set_role("test");
+    ::Status resp;
+    auto c = ctx();
+    auto st = ((*recover).*method)(c.get(), req, &resp);
+    REQUIRE_MESSAGE(st.ok(), st.error_message());
+    return resp;
+  }
+
+  ::Status init(const std::string& job) {
+    return call(&::Recover::Stub::Init, job);
+  }
+
+  ::Status reg(const std::string& job) {
+    return call(&::Recover::Stub::Register, job);
+  }
+
+  pb::JobStatus get(const std::string& job) {
+    pb::JobRef req;
+    req.set_jobid(job);
+    pb::JobStatus resp;
+    auto c = ctx();
+    auto st = platform->GetJob(c.get(), req, &resp);
+    REQUIRE_MESSAGE(st.ok(), st.error_message());
+    return resp;
+  }
+};
+
+pb::JobSpec spec_of(const std::string& id, int pods = 2, int devices = 2) {
+  pb::JobSpec spec;
+  spec.set_jobid(id);
+  spec.set_name("name-" + id);
+  spec.set_namespace_("ns1");
+  spec.set_framework("pytorch");
+  spec.add_recoverstrategies("recover");
+  spec.set_processrecoverenable(true);
+  for (int p = 0; p < pods; ++p) {
+    auto* pod = spec.add_pods();
+    pod->set_podrank(p);
+    pod->set_uid(id + "-uid-" + std::to_string(p));
+    pod->set_nodename("node-" + std::to_string(p));
+    pod->set_running(true);
+    for (int d = 0; d < devices; ++d) {
+      auto* dev = pod->add_devices();
+      dev->set_deviceid(std::to_string(d));
+      dev->set_rankid(std::to_string(p * devices + d));
+    }
+  }
+  return spec;
+}
+
+} // namespace
+
+TEST_CASE_FIXTURE(service_fixture, "Platform: put, get, list and delete") {
+  pb::PutJobResponse resp;
+  REQUIRE(put(spec_of("j1"), &resp).ok());
+  CHECK(resp.created());
+  CHECK(resp.job().spec().pods_size() == 2);
+  CHECK(resp.job().lastseq() == 1);
+  REQUIRE(put(spec_of("j1"), &resp).ok());
+  CHECK_FALSE(resp.created());
+  REQUIRE(put(spec_of("j0"), &resp).ok());
+  auto status = get("j1");
+  CHECK(status.spec().name() == "name-j1");
+  CHECK(status.recoverystate() == "INIT");
+  CHECK(status.healthstate() == "Healthy");
+  pb::ListJobsRequest lreq;
+  pb::ListJobsResponse list;
+  auto c = ctx();
+  REQUIRE(platform->ListJobs(c.get(), lreq, &list).ok());
+  REQUIRE(list.jobs_size() == 2);
+  CHECK(list.jobs(0).jobid() == "j0");
+  CHECK(list.jobs(1).ranks() == 4);
+  lreq.set_namespace_("other");
+  c = ctx();
+  REQUIRE(platform->ListJobs(c.get(), lreq, &list).ok());
+  CHECK(list.jobs_size() == 0);
+  pb::JobRef ref;
+  ref.set_jobid("j1");
+  pb::DeleteJobResponse del;
+  c = ctx();
+  REQUIRE(platform->DeleteJob(c.get(), ref, &del).ok());
+  CHECK(del.lastseq() == 3);
+  pb::JobStatus gone;
+  c = ctx();
+  auto st = platform->GetJob(c.get(), ref, &gone);
+  CHECK(st.error_code() == grpc::StatusCode::NOT_FOUND);
+  c = ctx();
+  st = platform->DeleteJob(c.get(), ref, &del);
+  CHECK(st.error_code() == grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_CASE_FIXTURE(service_fixture, "Platform: bad input gets a clear error "
+                                   "and changes nothing") {
+  pb::PutJobRequest empty;
+  pb::PutJobResponse resp;
+  auto c = ctx();
+  auto st = platform->PutJob(c.get(), empty, &resp);
+  CHECK(st.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(st.error_message().find("spec") != std::string::npos);
+  auto spec = spec_of("");
+  st = put(spec);
+  CHECK(st.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(st.error_message().rfind("jobId:", 0) == 0);
+  spec = spec_of("bad");
+  spec.mutable_pods(1)->mutable_devices(0)->set_rankid("0");
+  st = put(spec);
+  CHECK(st.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(st.error_message().find("pods[1].devices[0].rankId") != std::string::npos);
+  spec = spec_of("bad");
+  spec.add_recoverstrategies("teleport");
+  st = put(spec);
+  CHECK(st.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(st.error_message().find("teleport") != std::string::npos);
+  spec = spec_of("bad");
+  spec.set_gracefulfaulttolerance(true);
+  st = put(spec);
+  CHECK(st.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(st.error_message().find("gracefulFaultTolerance") != std::string::npos);
+  pb::JobRef ref;
+  pb::JobStatus status;
+  c = ctx();
+  st = platform->GetJob(c.get(), ref, &status);
+  CHECK(st.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  ref.set_jobid("bad");
+  c = ctx();
+  st = platform->GetJob(c.get(), ref, &status);
+  CHECK(st.error_code() == grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_CASE_FIXTURE(service_fixture, "Platform: annotations set, get and "
+                                   "watched") {
+  REQUIRE(put(spec_of("j")).ok());
+  pb::JobRef ref;
+  ref.set_jobid("j");
+  grpc::ClientContext watch_ctx;
+  auto watch = platform->WatchAnnotations(&watch_ctx, ref);
+  pb::Annotations first;
+  REQUIRE(watch->Read(&first));
+  CHECK(first.jobid() == "j");
+  CHECK(first.annotations().empty());
+  pb::SetAnnotationsRequest set;
+  set.set_jobid("j");
+  (*set.mutable_set())["ProcessRecoverStrategy"] = "recover";
+  (*set.mutable_set())["x"] = "1";
+  pb::Annotations out;
+  auto c = ctx();
+  REQUIRE(platform->SetAnnotations(c.get(), set, &out).ok());
+  CHECK(out.annotations().at("x") == "1");
+  pb::Annotations change;
+  REQUIRE(watch->Read(&change));
+  CHECK(change.annotations().at("ProcessRecoverStrategy") == "recover");
+  MESSAGE("remove one key, and refuse a key both set and removed");
+  pb::SetAnnotationsRequest rm;
+  rm.set_jobid("j");
+  rm.add_remove("x");
+  c = ctx();
+  REQUIRE(platform->SetAnnotations(c.get(), rm, &out).ok());
+  CHECK(out.annotations().count("x") == 0);
+  REQUIRE(watch->Read(&change));
+  CHECK(change.annotations().count("x") == 0);
+  (*rm.mutable_set())["x"] = "2";
+  c = ctx();
+  auto st = platform->SetAnnotations(c.get(), rm, &out);
+  CHECK(st.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  c = ctx();
+  REQUIRE(platform->GetAnnotations(c.get(), ref, &out).ok());
+  CHECK(out.annotations().size() == 1);
+  MESSAGE("Register shows in the watch as the process-recover label");
+  CHECK(init("j").code() == 0);
+  CHECK(reg("j").code() == 0);
+  REQUIRE(watch->Read(&change));
+  CHECK(change.processrecoverlabel() == "on");
+  MESSAGE("deleting the job ends the watch with OK");
+  pb::DeleteJobResponse del;
+  c = ctx();
+  REQUIRE(platform->DeleteJob(c.get(), ref, &del).ok());
+  CHECK_FALSE(watch->Read(&change));
+  CHECK(watch->Finish().ok());
+  grpc::ClientContext unknown_ctx;
+  auto unknown = platform->WatchAnnotations(&unknown_ctx, ref);
+  CHECK_FALSE(unknown->Read(&change));
+  CHECK(unknown->Finish().error_code() == grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_CASE_FIXTURE(service_fixture, "Platform: device faults per job") {
+  REQUIRE(put(spec_of("j")).ok());
+  pb::ReportDeviceFaultsRequest req;
+  auto* ok = req.add_jobs();
+  ok->set_jobid("j");
+  ok->set_healthstate("UnHealthy");
+  auto* f = ok->add_faults();
+  f->set_nodename("node-1");
+  f->set_deviceid("0");
+  f->add_faultcodes("80E01801");
+  auto* unknown = req.add_jobs();
+  unknown->set_jobid("ghost");
+  unknown->set_healthstate("Healthy");
+  auto* bad = req.add_jobs();
+  bad->set_jobid("j");
+  bad->set_healthstate("Sleepy");
+  auto* empty = req.add_jobs();
+  empty->set_healthstate("Healthy");
+  pb::ReportDeviceFaultsResponse resp;
+  auto c = ctx();
+  REQUIRE(platform->ReportDeviceFaults(c.get(), req, &resp).ok());
+  REQUIRE(resp.results_size() == 4);
+  CHECK(resp.results(0).accepted());
+  CHECK_FALSE(resp.results(1).accepted());
+  CHECK(resp.results(1).error().find("not known") != std::string::npos);
+  CHECK_FALSE(resp.results(2).accepted());
+  CHECK(resp.results(2).error().find("healthState") != std::string::npos);
+  CHECK_FALSE(resp.results(3).accepted());
+  auto status = get("j");
+  CHECK(status.healthstate() == "UnHealthy");
+  REQUIRE(status.devicefaults_size() == 1);
+  CHECK(status.devicefaults(0).nodename() == "node-1");
+}
+
+TEST_CASE_FIXTURE(service_fixture, "Recover: Init, Register and HealthCheck "
+                                   "codes") {
+  auto st = init("ghost");
+  CHECK(st.code() == 502);
+  CHECK(reg("ghost").code() == 408);
+  auto spec = spec_of("off");
+  spec.set_processrecoverenable(false);
+  REQUIRE(put(spec).ok());
+  auto off = init("off");
+  CHECK(off.code() == 403);
+  CHECK(off.info().find("process-recover-enable") != std::string::npos);
+  REQUIRE(put(spec_of("j")).ok());
+  CHECK(reg("j").code() == 408);
+  auto ok = init("j");
+  CHECK(ok.code() == 0);
+  CHECK(ok.info() == "job(uid=j) init success");
+  CHECK(init("j").code() == 0);
+  auto r = reg("j");
+  CHECK(r.code() == 0);
+  CHECK(r.info() == "register success");
+  CHECK(reg("j").code() == 0);
+  CHECK(get("j").registered());
+  auto health = call(&::Recover::Stub::HealthCheck, "anything");
+  CHECK(health.code() == 0);
+  CHECK(health.info() == "jobId=anything, receive HeathCheck");
+  MESSAGE("an empty job id is refused outright");
+  ::ClientInfo empty;
+  ::Status resp;
+  auto c = ctx();
+  auto gst = recover->Init(c.get(), empty, &resp);
+  CHECK(gst.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  c = ctx();
+  gst = recover->Register(c.get(), empty, &resp);
+  CHECK(gst.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  MESSAGE("RPCs of later milestones answer UNIMPLEMENTED");
+  ::StopCompleteRequest stop;
+  stop.set_jobid("j");
+  c = ctx();
+  gst = recover->ReportStopComplete(c.get(), stop, &resp);
+  CHECK(gst.error_code() == grpc::StatusCode::UNIMPLEMENTED);
+}
+
+TEST_CASE_FIXTURE(service_fixture, "Recover: subscribe gets keep-alives; a "
+                                   "new subscriber takes over") {
+  REQUIRE(put(spec_of("j")).ok());
+  ::ClientInfo who;
+  who.set_jobid("j");
+  who.set_role("agent");
+  {
+    grpc::ClientContext c;
+    auto s = recover->SubscribeProcessManageSignal(&c, who);
+    ::ProcessManageSignal sig;
+    CHECK_FALSE(s->Read(&sig));
+    auto st = s->Finish();
+    CHECK(st.error_code() == grpc::StatusCode::FAILED_PRECONDITION);
+    CHECK(st.error_message() == "jobId=j not registed");
+  }
+  REQUIRE(init("j").code() == 0);
+  REQUIRE(reg("j").code() == 0);
+  grpc::ClientContext a_ctx;
+  a_ctx.set_deadline(std::chrono::system_clock::now() + 20s);
+  auto a = recover->SubscribeProcessManageSignal(&a_ctx, who);
+  ::ProcessManageSignal sig;
+  REQUIRE(a->Read(&sig));
+  CHECK(sig.signaltype() == "keep-alive");
+  CHECK(sig.jobid() == "j");
+  CHECK(sig.uuid().empty());
+  REQUIRE(a->Read(&sig));
+  CHECK(sig.signaltype() == "keep-alive");
+  CHECK(get("j").subscribed());
+  grpc::ClientContext b_ctx;
+  b_ctx.set_deadline(std::chrono::system_clock::now() + 20s);
+  auto b = recover->SubscribeProcessManageSignal(&b_ctx, who);
+  REQUIRE(b->Read(&sig));
+  CHECK(sig.signaltype() == "keep-alive");
+  MESSAGE("the first stream has ended with OK");
+  while (a->Read(&sig)) {
+    // drain what was queued before the take-over
+  }
+  CHECK(a->Finish().ok());
+  auto status = get("j");
+  CHECK(status.subscribed());
+  CHECK(status.registered());
+  CHECK(status.recoverystate() == "INIT");
+  b_ctx.TryCancel();
+  b->Finish();
+}
+
+TEST_CASE("Recover: a client that pings every 3 s keeps its stream") {
+  service_fixture fx{60s};
+  REQUIRE(fx.put(spec_of("j")).ok());
+  REQUIRE(fx.init("j").code() == 0);
+  REQUIRE(fx.reg("j").code() == 0);
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 3000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 2000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  // Without this the client itself holds back pings for 5 minutes.
+  args.SetInt(GRPC_ARG_HTTP2_MIN_SENT_PING_INTERVAL_WITHOUT_DATA_MS, 3000);
+  auto channel = grpc::CreateCustomChannel(
+    fx.daemon->address(), grpc::InsecureChannelCredentials(), args);
+  auto stub = ::Recover::NewStub(channel);
+  ::ClientInfo who;
+  who.set_jobid("j");
+  grpc::ClientContext c;
+  auto s = stub->SubscribeProcessManageSignal(&c, who);
+  MESSAGE("idle stream for 11 s while the client pings every 3 s");
+  std::this_thread::sleep_for(11s);
+  // A server that refused the pings would have sent GOAWAY and the stream
+  // would have ended; the job would then show no subscriber.
+  CHECK(fx.get("j").subscribed());
+  CHECK(channel->GetState(false) == GRPC_CHANNEL_READY);
+  c.TryCancel();
+  ::ProcessManageSignal sig;
+  while (s->Read(&sig)) {
+  }
+  CHECK(s->Finish().error_code() == grpc::StatusCode::CANCELLED);
+}
+
+TEST_CASE_FIXTURE(service_fixture, "a storage failure makes state changes "
+                                   "UNAVAILABLE and says why") {
+  REQUIRE(put(spec_of("j")).ok());
+  daemon->log().inject_write_failure("No space left on device");
+  auto st = put(spec_of("k"));
+  CHECK(st.error_code() == grpc::StatusCode::UNAVAILABLE);
+  CHECK(st.error_message().find("No space left on device")
+        != std::string::npos);
+  ::ClientInfo who;
+  who.set_jobid("j");
+  ::Status resp;
+  auto c = ctx();
+  auto gst = recover->Init(c.get(), who, &resp);
+  CHECK(gst.error_code() == grpc::StatusCode::UNAVAILABLE);
+  MESSAGE("reads still work and show the state before the failure");
+  auto status = get("j");
+  CHECK_FALSE(status.inited());
+  CHECK(status.lastseq() == 1);
+}
+
+TEST_CASE("a second daemon on the same data directory or port fails "
+          "clearly") {
+  test::temp_dir dir;
+  auto first = start_app(dir / "db");
+  app_options opts;
+  opts.listen = "127.0.0.1:0";
+  opts.data_dir = dir / "db";
+  auto same_dir = app::start(opts);
+  REQUIRE_FALSE(same_dir);
+  CHECK(message_of(same_dir.error()).find("in use by another recoverd")
+        != std::string::npos);
+  opts.listen = first->address();
+  opts.data_dir = dir / "other";
+  auto same_port = app::start(opts);
+  REQUIRE_FALSE(same_port);
+  CHECK(message_of(same_port.error()).find("cannot listen on")
+        != std::string::npos);
+  MESSAGE("the failed start released its data directory");
+  opts.listen = "127.0.0.1:0";
+  auto again = app::start(opts);
+  CHECK(again);
+}
+
+TEST_CASE("an in-process restart finds jobs, annotations and registrations") {
+  test::temp_dir dir;
+  {
+    auto d = start_app(dir / "db");
+    auto ch = grpc::CreateChannel(d->address(),
+                                  grpc::InsecureChannelCredentials());
+    auto platform = pb::Platform::NewStub(ch);
+    pb::PutJobRequest req;
+    *req.mutable_spec() = spec_of("j");
+    (*req.mutable_spec()->mutable_annotations())["a"] = "1";
+    pb::PutJobResponse resp;
+    grpc::ClientContext c;
+    REQUIRE(platform->PutJob(&c, req, &resp).ok());
+  }
+  auto d = start_app(dir / "db");
+  CHECK(d->replayed().jobs == 1);
+  CHECK(d->replayed().events == 1);
+  auto ch = grpc::CreateChannel(d->address(), grpc::InsecureChannelCredentials());
+  auto platform = pb::Platform::NewStub(ch);
+  pb::JobRef ref;
+  ref.set_jobid("j");
+  pb::JobStatus status;
+  grpc::ClientContext c;
+  REQUIRE(platform->GetJob(&c, ref, &status).ok());
+  CHECK(status.spec().annotations().at("a") == "1");
+}
