@@ -6,17 +6,11 @@
 #include <utility>
 
 #include "actors/error.hpp"
+#include "actors/overload.hpp"
 
 namespace recoverd {
 
 namespace {
-
-template <class... Fs>
-struct overload : Fs... {
-  using Fs::operator()...;
-};
-template <class... Fs>
-overload(Fs...) -> overload<Fs...>;
 
 // Strategies a job may configure, in the reference's priority order.
 constexpr std::array<const char*, 6> known_strategies

@@ -24,6 +24,15 @@ bool reject_bad_id(grpc::ServerUnaryReactor* reactor,
   return false;
 }
 
+// A reply handler that converts the actor's answer into `resp`.
+template <class Resp>
+auto fill(Resp* resp) {
+  return [resp](const auto& x) {
+    convert::to_proto(x, *resp);
+    return grpc::Status::OK;
+  };
+}
+
 } // namespace
 
 platform_service::platform_service(caf::actor_system& sys,
@@ -79,10 +88,7 @@ platform_service::GetJob(grpc::CallbackServerContext* ctx,
     return reactor;
   ask<job_status>(
     sys_, registry_, reactor,
-    [resp](const job_status& x) {
-      convert::to_proto(x, *resp);
-      return grpc::Status::OK;
-    },
+    fill(resp),
     get_atom::value, req->jobid());
   return reactor;
 }
@@ -112,10 +118,7 @@ platform_service::SetAnnotations(grpc::CallbackServerContext* ctx,
     return reactor;
   ask<annotations_view>(
     sys_, registry_, reactor,
-    [resp](const annotations_view& x) {
-      convert::to_proto(x, *resp);
-      return grpc::Status::OK;
-    },
+    fill(resp),
     annotate_atom::value, req->jobid(),
     string_map{req->set().begin(), req->set().end()},
     convert::to_vector(req->remove()), std::string{"platform"});
@@ -131,10 +134,7 @@ platform_service::GetAnnotations(grpc::CallbackServerContext* ctx,
     return reactor;
   ask<annotations_view>(
     sys_, registry_, reactor,
-    [resp](const annotations_view& x) {
-      convert::to_proto(x, *resp);
-      return grpc::Status::OK;
-    },
+    fill(resp),
     get_atom::value, annots_atom::value, req->jobid());
   return reactor;
 }

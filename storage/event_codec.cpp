@@ -1,6 +1,7 @@
 #include "storage/event_codec.hpp"
 
 #include "actors/error.hpp"
+#include "actors/overload.hpp"
 #include "convert.hpp"
 #include "events.pb.h"
 
@@ -9,13 +10,6 @@ namespace recoverd::storage {
 namespace pe = recoverd::events::v1;
 
 namespace {
-
-template <class... Fs>
-struct overload : Fs... {
-  using Fs::operator()...;
-};
-template <class... Fs>
-overload(Fs...) -> overload<Fs...>;
 
 void to_proto(const init_config& x, pe::InitConfig& out) {
   out.set_platformmode(x.platform_mode);

@@ -67,6 +67,22 @@ std::pair<int, std::string> ctl(const std::string& server,
   return resp;
 }
 
+// Subscribes for `job` and returns the first signal's type.
+std::string first_signal(::Recover::Stub& stub, const std::string& job) {
+  ::ClientInfo who;
+  who.set_jobid(job);
+  grpc::ClientContext sc;
+  sc.set_deadline(std::chrono::system_clock::now() + 10s);
+  auto stream = stub.SubscribeProcessManageSignal(&sc, who);
+  ::ProcessManageSignal sig;
+  std::string result;
+  if (stream->Read(&sig))
+    result = sig.signaltype();
+  sc.TryCancel();
+  stream->Finish();
+  return result;
+}
+
 } // namespace
 
 TEST_CASE("e2e: put with recoverctl, register, subscribe, SIGKILL, restart, "
@@ -131,16 +147,7 @@ TEST_CASE("e2e: put with recoverctl, register, subscribe, SIGKILL, restart, "
   CHECK(reg.code() == 0);
   CHECK(reg.info() == "register success");
   CHECK(call_unary(*stub, false, "e2e-job").code() == 0);
-  ::ClientInfo who;
-  who.set_jobid("e2e-job");
-  grpc::ClientContext sc;
-  sc.set_deadline(std::chrono::system_clock::now() + 10s);
-  auto stream = stub->SubscribeProcessManageSignal(&sc, who);
-  ::ProcessManageSignal sig;
-  REQUIRE(stream->Read(&sig));
-  CHECK(sig.signaltype() == "keep-alive");
-  sc.TryCancel();
-  stream->Finish();
+  CHECK(first_signal(*stub, "e2e-job") == "keep-alive");
   auto [lrc, list] = ctl(d.address, "jobs");
   CHECK(lrc == 0);
   CHECK(list.find("e2e-job") != std::string::npos);
