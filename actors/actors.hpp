@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/replies_to.hpp>
 #include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
@@ -16,6 +17,7 @@
 #include <caf/typed_response_promise.hpp>
 
 #include "actors/atoms.hpp"
+#include "actors/recovery.hpp"
 #include "actors/sink.hpp"
 #include "actors/types.hpp"
 
@@ -35,6 +37,24 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, journal_stats& x) {
   return f(caf::meta::type_name("journal_stats"), x.batches, x.records,
            x.max_batch, x.write_micros, x.last_position, x.failure);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, fault_rank& x) {
+  return f(caf::meta::type_name("fault_rank"), x.rank_id, x.fault_type);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, process_signal& x) {
+  return f(caf::meta::type_name("process_signal"), x.uuid, x.job_id,
+           x.signal_type, x.actions, x.fault_ranks, x.change_strategy,
+           x.timeout, x.node_rank_ids, x.extra_params);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, recover_report& x) {
+  return f(caf::meta::type_name("recover_report"), x.code, x.strategy,
+           x.isolate_ranks);
 }
 
 /// The JOURNAL: the only writer of the event log. Batches appends from all
@@ -79,8 +99,12 @@ using job_actor = caf::typed_actor<
   caf::replies_to<register_atom, client_info, bool>::with<biz_status>,
   // Recover.SubscribeProcessManageSignal.
   caf::replies_to<subscribe_atom, client_info, signal_sink_ptr>::with<ok_atom>,
+  // Recover reports and ReportProcessFault: the RPC's name and the input.
+  caf::replies_to<report_atom, std::string, flow_input>::with<biz_status>,
   // Ends every stream of the job (daemon shutdown).
   caf::replies_to<shutdown_atom>::with<ok_atom>,
+  // A recovery deadline armed for (deadline, event) (self-sent).
+  caf::reacts_to<flowtimer_atom, int64_t, std::string>,
   // Keep-alive timer of a subscription generation (self-sent).
   caf::reacts_to<keepalive_atom, uint64_t>,
   // The agent stream of a generation ended (from the stream's close hook).
@@ -102,7 +126,13 @@ using job_registry_actor = caf::typed_actor<
   caf::replies_to<init_atom, client_info>::with<biz_status>,
   caf::replies_to<register_atom, client_info>::with<biz_status>,
   caf::replies_to<subscribe_atom, client_info, signal_sink_ptr>::with<ok_atom>,
+  // Recover reports for a job (client.job_id): the RPC's name and the input.
+  caf::replies_to<report_atom, client_info, std::string,
+                  flow_input>::with<biz_status>,
   // Ends every stream of every job (daemon shutdown).
   caf::replies_to<shutdown_atom>::with<ok_atom>>;
 
 } // namespace recoverd
+
+// Local messages only; its optional member has no CAF 0.17 inspector.
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(recoverd::flow_input)

@@ -45,6 +45,10 @@ using detach_atom = caf::atom_constant<caf::atom("detach")>;
 using keepalive_atom = caf::atom_constant<caf::atom("keepalive")>;
 /// Close every stream before the server stops.
 using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>;
+/// An input for the recovery machine (a report, a fault).
+using report_atom = caf::atom_constant<caf::atom("report")>;
+/// A recovery-machine deadline (self-sent).
+using flowtimer_atom = caf::atom_constant<caf::atom("flowtimer")>;
 /// Component status (introspection).
 using status_atom = caf::atom_constant<caf::atom("status")>;
 

@@ -36,6 +36,7 @@ struct timeouts {
   millis hot_switch_pod{60'000};     ///< Backup pod running (hot switch).
   millis pre_exit{10'000};           ///< Pre-exit: FSM leaving INIT.
   millis new_pod_delay{10'000};      ///< New-pod origin bookkeeping.
+  millis poll{5'000};                ///< Polling period of platform checks.
 };
 
 /// Configuration of one job actor.

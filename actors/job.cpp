@@ -2,6 +2,8 @@
 
 #include <caf/typed_event_based_actor.hpp>
 
+#include <random>
+
 #include "actors/error.hpp"
 #include "actors/log.hpp"
 #include "storage/event_codec.hpp"
@@ -26,16 +28,127 @@ bool changes_annotations(const event_body& body) {
 void push_keepalive(self_ptr self) {
   auto& st = self->state;
   process_signal sig;
-  sig.uuid = st.model.uuid;
+  sig.uuid = st.model.rec.uuid;
   sig.job_id = st.model.spec.job_id;
   sig.signal_type = "keep-alive";
   st.subscriber->push(sig);
+}
+
+template <class OnDurable, class OnError>
+void commit(self_ptr self, std::vector<event_body> bodies,
+            OnDurable on_durable, OnError on_error);
+
+// A flow uuid as the reference makes it: upper-case hex of the nanosecond
+// clock, '-', 32 lower-case hex digits.
+std::string new_uuid(self_ptr self) {
+  static constexpr char hex[] = "0123456789abcdef";
+  auto ns = static_cast<uint64_t>(self->state.cfg.clock()) * 1'000'000
+            + static_cast<uint64_t>(
+              std::chrono::steady_clock::now().time_since_epoch().count()
+              % 1'000'000);
+  char head[32];
+  std::snprintf(head, sizeof(head), "%llX",
+                static_cast<unsigned long long>(ns));
+  std::string result = head;
+  result += '-';
+  for (int i = 0; i < 2; ++i) {
+    auto x = self->state.rng();
+    for (int j = 0; j < 16; ++j)
+      result.push_back(hex[(x >> (j * 4)) & 0xf]);
+  }
+  return result;
+}
+
+// Runs one input through the recovery machine and commits the step.
+template <class OnOk, class OnErr>
+void feed(self_ptr self, flow_input in, OnOk on_ok, OnErr on_err) {
+  auto& st = self->state;
+  in.now_ms = std::max(in.now_ms, st.cfg.clock());
+  in.fresh_uuid = new_uuid(self);
+  auto name = in.name;
+  auto d = decide(st.model, flow_cmd{std::move(in), st.cfg.waits});
+  if (!d) {
+    on_err(d.error());
+    return;
+  }
+  commit(self, std::move(d->events), on_ok, on_err);
+}
+
+void feed_quietly(self_ptr self, flow_input in) {
+  auto name = in.name;
+  feed(
+    self, std::move(in), [] {},
+    [self, name](caf::error& err) {
+      ES_WARN("job {} could not take {}: {}", self->state.model.spec.job_id,
+              name, message_of(err));
+    });
+}
+
+void arm_flow_timer(self_ptr self) {
+  const auto& rec = self->state.model.rec;
+  if (rec.deadline_ms <= 0)
+    return;
+  auto delay = std::max<int64_t>(0, rec.deadline_ms - self->state.cfg.clock());
+  self->delayed_send(self, std::chrono::milliseconds(delay),
+                     flowtimer_atom::value, rec.deadline_ms,
+                     rec.deadline_event);
+}
+
+// Hands the pending signal to the agent stream; its delivery is the next
+// input of the machine.
+void deliver_outbox(self_ptr self) {
+  auto& st = self->state;
+  if (!st.model.rec.outbox || !st.subscriber)
+    return;
+  auto sig = *st.model.rec.outbox;
+  if (!st.subscriber->push(sig)) {
+    // The stream is gone: wait for a new subscriber or the notify timeout.
+    st.subscriber = nullptr;
+    st.live_generation = 0;
+    return;
+  }
+  ES_INFO("job {} sent {} {} (uuid {})", st.model.spec.job_id, sig.signal_type,
+          sig.change_strategy, sig.uuid);
+  auto ev = send_result_event(sig);
+  if (ev.empty())
+    return;
+  flow_input in;
+  in.name = ev;
+  in.delivered = sig;
+  feed_quietly(self, std::move(in));
 }
 
 // Effects that follow from events just made durable and applied.
 void after_events(self_ptr self, const std::vector<event_body>& bodies) {
   auto& st = self->state;
   bool notify_watchers = false;
+  bool flow = false;
+  bool job_changed = false;
+  bool annotations_changed_now = false;
+  for (const auto& body : bodies) {
+    if (const auto* x = std::get_if<flow_stepped>(&body)) {
+      flow = true;
+      notify_watchers = notify_watchers || !x->annotations.empty()
+                        || x->after.label != st.model.rec.label
+                        || x->path.size() > 1;
+      for (const auto& sig : x->side_signals) {
+        if (st.subscriber && st.subscriber->push(sig))
+          ES_INFO("job {} sent {} {}", st.model.spec.job_id, sig.signal_type,
+                  sig.extra_params);
+        else
+          ES_WARN("job {} has no agent stream for {}; not sent",
+                  st.model.spec.job_id, sig.signal_type);
+      }
+      if (x->path.size() > 1)
+        ES_INFO("job {} recovery {} -> {} on {}", st.model.spec.job_id,
+                x->path.front(), x->path.back(), x->input);
+    }
+    if (const auto* x = std::get_if<job_put>(&body))
+      job_changed = job_changed || !x->created;
+    annotations_changed_now = annotations_changed_now
+                              || std::holds_alternative<annotations_changed>(
+                                body);
+  }
   for (const auto& body : bodies) {
     if (std::holds_alternative<job_deleted>(body)) {
       if (st.subscriber)
@@ -55,6 +168,23 @@ void after_events(self_ptr self, const std::vector<event_body>& bodies) {
     ws.erase(std::remove_if(ws.begin(), ws.end(),
                             [&](auto& w) { return !w->push(view); }),
              ws.end());
+  }
+  const auto& rec = st.model.rec;
+  if (flow) {
+    arm_flow_timer(self);
+    deliver_outbox(self);
+  }
+  if (!st.model.registered || rec.state == st::init)
+    return;
+  // Pod changes and platform annotations are what some waits wait for.
+  if (job_changed) {
+    flow_input in;
+    in.name = "jobChanged";
+    feed_quietly(self, std::move(in));
+  } else if (annotations_changed_now && rec.deadline_event == "platStrategyCheck") {
+    flow_input in;
+    in.name = "platStrategyCheck";
+    feed_quietly(self, std::move(in));
   }
 }
 
@@ -145,6 +275,10 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
   self->set_down_handler([=](caf::down_msg&) { self->quit(); });
   if (parent)
     self->monitor(parent);
+  self->state.rng.seed(std::random_device{}());
+  // Resume: re-arm the wait of a flow that was running (past deadlines fire
+  // at once); a pending signal goes out when the agent subscribes.
+  arm_flow_timer(self);
   return {
     [=](put_atom, job_spec& spec) -> caf::result<put_result> {
       bool created = !self->state.model.exists;
@@ -251,12 +385,60 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
                   st.model.spec.job_id, client.role, client.peer, generation);
           arm_keepalive(self);
           rp.deliver(ok_atom::value);
+          // Design §4.1: a pending signal goes to the new subscriber with
+          // its original uuid.
+          deliver_outbox(self);
         },
         [=](caf::error& err) mutable {
           sink->finish(err);
           rp.deliver(err);
         });
       return rp;
+    },
+    [=](report_atom, std::string& rpc,
+        flow_input& in) -> caf::result<biz_status> {
+      auto& st = self->state;
+      auto id = st.model.spec.job_id;
+      if (!st.model.exists || !st.model.registered)
+        return biz_status{400, "jobId=" + id + " not registed"};
+      if (rpc == "ReportProcessFault") {
+        auto kind = classify_process_fault(st.model.rec, st.model.spec,
+                                           st.model.init, in.faults);
+        if (!kind)
+          return kind.error();
+        in.name = *kind;
+      }
+      auto uuid = st.model.rec.uuid;
+      auto state = st.model.rec.state;
+      auto rp = self->make_response_promise<biz_status>();
+      feed(
+        self, std::move(in),
+        [=]() mutable {
+          if (rpc == "ReportProcessFault")
+            rp.deliver(biz_status{0, "receive ReportProcessFault"});
+          else
+            rp.deliver(biz_status{0, "jobId=" + id + ", uuid=" + uuid
+                                       + ", receive " + rpc});
+        },
+        [=](caf::error& err) mutable {
+          if (errc_of(err) == errc::unexpected_report)
+            rp.deliver(biz_status{401, "jobId=" + id + ", uuid=" + uuid + ", "
+                                         + rpc + " is not expected in state "
+                                         + state});
+          else
+            rp.deliver(err);
+        });
+      return rp;
+    },
+    [=](flowtimer_atom, int64_t deadline, std::string& ev) {
+      const auto& rec = self->state.model.rec;
+      // A timer of a wait that is over is stale.
+      if (rec.deadline_ms != deadline || rec.deadline_event != ev)
+        return;
+      flow_input in;
+      in.name = ev;
+      in.now_ms = deadline;
+      feed_quietly(self, std::move(in));
     },
     [=](shutdown_atom) {
       auto& st = self->state;

@@ -77,6 +77,7 @@ const char* kind_name(const event_body& body) {
       [](const subscriber_attached&) { return "subscriber_attached"; },
       [](const subscriber_detached&) { return "subscriber_detached"; },
       [](const device_faults_reported&) { return "device_faults_reported"; },
+      [](const flow_stepped&) { return "flow_stepped"; },
     },
     body);
 }
@@ -119,7 +120,7 @@ job_model apply(job_model state, const event& ev) {
       },
       [&](const job_registered&) {
         state.registered = true;
-        state.process_recover_label = "on";
+        state.rec.label = "on";
       },
       [&](const subscriber_attached& x) {
         state.subscriber_generation = x.generation;
@@ -130,6 +131,11 @@ job_model apply(job_model state, const event& ev) {
       [&](const device_faults_reported& x) {
         state.health_state = x.health_state;
         state.device_faults = x.faults;
+      },
+      [&](const flow_stepped& x) {
+        state.rec = x.after;
+        for (const auto& [key, value] : x.annotations)
+          state.spec.annotations[key] = value;
       },
     },
     ev.body);
@@ -390,6 +396,23 @@ caf::expected<decision> decide(const job_model& state, const command& cmd) {
       [&](const init_cmd& x) { return decide_init(state, x); },
       [&](const register_cmd& x) { return decide_register(state, x); },
       [&](const subscribe_cmd& x) { return decide_subscribe(state, x); },
+      [&](const flow_cmd& x) -> caf::expected<decision> {
+        if (!state.registered)
+          return make_error(errc::not_registered,
+                            "jobId=" + state.spec.job_id + " not registed");
+        auto s = step(state.rec, state.spec, state.init, x.in, x.waits);
+        if (!s)
+          return s.error();
+        decision result;
+        // A step that changes nothing (e.g. a pod change nobody waits for)
+        // is not worth an event.
+        if (s->path.size() > 1 || !s->side_signals.empty()
+            || !s->annotations.empty() || s->delivered
+            || x.in.name == "faultAbsorbed"
+            || s->after.deadline_ms != state.rec.deadline_ms)
+          result.events.emplace_back(std::move(*s));
+        return result;
+      },
       [&](const detach_cmd& x) -> caf::expected<decision> {
         decision result;
         if (x.generation != 0 && x.generation == x.live_generation)
@@ -409,8 +432,8 @@ job_status to_status(const job_model& state, bool subscribed) {
   result.inited = state.inited;
   result.registered = state.registered;
   result.subscribed = subscribed;
-  result.recovery_state = state.recovery_state;
-  result.process_recover_label = state.process_recover_label;
+  result.recovery_state = state.rec.state;
+  result.process_recover_label = state.rec.label;
   result.last_seq = state.seq;
   result.created_at_ms = state.created_at_ms;
   result.updated_at_ms = state.updated_at_ms;
@@ -426,7 +449,7 @@ job_summary to_summary(const job_model& state, bool subscribed) {
   result.ns = state.spec.ns;
   result.registered = state.registered;
   result.subscribed = subscribed;
-  result.recovery_state = state.recovery_state;
+  result.recovery_state = state.rec.state;
   result.pods = static_cast<int32_t>(state.spec.pods.size());
   for (const auto& p : state.spec.pods)
     result.ranks += static_cast<int32_t>(p.devices.size());
@@ -436,7 +459,7 @@ job_summary to_summary(const job_model& state, bool subscribed) {
 
 annotations_view to_annotations_view(const job_model& state) {
   return {state.spec.job_id, state.spec.annotations,
-          state.process_recover_label, state.seq};
+          state.rec.label, state.seq};
 }
 
 } // namespace recoverd

@@ -11,9 +11,30 @@
 
 #include <caf/expected.hpp>
 
+#include "actors/recovery.hpp"
 #include "actors/types.hpp"
 
 namespace recoverd {
+
+/// One step of the recovery machine, as an event.
+using flow_stepped = flow_step;
+
+/// What an event says happened.
+using event_body
+  = std::variant<job_put, job_deleted, annotations_changed, job_inited,
+                 job_registered, subscriber_attached, subscriber_detached,
+                 device_faults_reported, flow_stepped>;
+
+/// One event of one job: its sequence number, when it was decided, and what
+/// happened.
+struct event {
+  uint64_t seq = 0;
+  int64_t time_ms = 0;
+  event_body body;
+};
+
+/// Short name of an event's kind, e.g. "job_put".
+const char* kind_name(const event_body& body);
 
 /// The recovery state of a job with no flow running.
 constexpr const char* idle_state = "INIT";
@@ -25,9 +46,7 @@ struct job_model {
   bool inited = false;
   init_config init;
   bool registered = false;
-  std::string recovery_state = idle_state;
-  std::string process_recover_label; ///< "", "on" or "pause".
-  std::string uuid;                  ///< Current flow's uuid; empty when idle.
+  recovery rec; ///< The recovery machine (state, uuid, label, caches).
   int64_t created_at_ms = 0;
   int64_t updated_at_ms = 0;
   std::string health_state = "Healthy";
@@ -93,9 +112,17 @@ struct detach_cmd {
   std::string reason;
 };
 
+/// An input of the recovery machine (a report, a fault, a delivered signal,
+/// a timer). `waits` are the configured waits.
+struct flow_cmd {
+  flow_input in;
+  timeouts waits;
+};
+
 /// Everything a job can be asked to do.
 using command = std::variant<put_cmd, delete_cmd, annotate_cmd, faults_cmd,
-                             init_cmd, register_cmd, subscribe_cmd, detach_cmd>;
+                             init_cmd, register_cmd, subscribe_cmd, detach_cmd,
+                             flow_cmd>;
 
 /// What an input causes: the events to append (maybe none) and, for Recover
 /// calls, the business status to answer once they are durable.

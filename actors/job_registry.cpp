@@ -245,6 +245,13 @@ job_registry(job_registry_actor::stateful_pointer<job_registry_state> self,
       return make_error(errc::not_registered,
                         "jobId=" + client.job_id + " not registed");
     },
+    [=](report_atom, client_info& client, std::string& rpc,
+        flow_input& in) -> caf::result<biz_status> {
+      if (auto* hdl = find(self, client.job_id))
+        return self->delegate(*hdl, report_atom::value, std::move(rpc),
+                              std::move(in));
+      return biz_status{400, "jobId=" + client.job_id + " not registed"};
+    },
     [=](shutdown_atom) -> caf::result<ok_atom> {
       auto rp = self->make_response_promise<ok_atom>();
       fan_out<ok_atom>(

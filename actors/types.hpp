@@ -154,23 +154,6 @@ struct device_faults_reported {
   std::vector<device_fault> faults;
 };
 
-/// What an event says happened.
-using event_body
-  = std::variant<job_put, job_deleted, annotations_changed, job_inited,
-                 job_registered, subscriber_attached, subscriber_detached,
-                 device_faults_reported>;
-
-/// One event of one job: its sequence number, when it was decided, and what
-/// happened.
-struct event {
-  uint64_t seq = 0;
-  int64_t time_ms = 0;
-  event_body body;
-};
-
-/// Short name of an event's kind, e.g. "job_put".
-const char* kind_name(const event_body& body);
-
 // -- views returned to the edge ----------------------------------------------
 
 /// A job's status (Platform.GetJob).

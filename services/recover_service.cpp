@@ -79,6 +79,78 @@ recover_service::SubscribeProcessManageSignal(grpc::CallbackServerContext* ctx,
   return stream;
 }
 
+grpc::ServerUnaryReactor*
+recover_service::report(grpc::CallbackServerContext* ctx,
+                        const std::string& job_id, const char* rpc,
+                        flow_input in, ::Status* resp) {
+  auto* reactor = ctx->DefaultReactor();
+  if (job_id.empty()) {
+    reactor->Finish(empty_job_id());
+    return reactor;
+  }
+  ask<biz_status>(sys_, registry_, reactor, fill(resp), report_atom::value,
+                  client_info{job_id, "", ctx->peer()}, std::string{rpc},
+                  std::move(in));
+  return reactor;
+}
+
+namespace {
+
+grpc::ServerUnaryReactor* missing_status(grpc::CallbackServerContext* ctx) {
+  auto* reactor = ctx->DefaultReactor();
+  reactor->Finish({grpc::StatusCode::INVALID_ARGUMENT,
+                   "status: required (the agent's result code)"});
+  return reactor;
+}
+
+} // namespace
+
+grpc::ServerUnaryReactor* recover_service::ReportStopComplete(
+  grpc::CallbackServerContext* ctx, const ::StopCompleteRequest* req,
+  ::Status* resp) {
+  if (!req->has_status() && !req->jobid().empty())
+    return missing_status(ctx);
+  flow_input in;
+  in.name = "receiveReport";
+  in.report_kind = "stop";
+  in.report.code = req->status().code();
+  return report(ctx, req->jobid(), "ReportStopComplete", std::move(in), resp);
+}
+
+grpc::ServerUnaryReactor* recover_service::ReportRecoverStrategy(
+  grpc::CallbackServerContext* ctx, const ::RecoverStrategyRequest* req,
+  ::Status* resp) {
+  flow_input in;
+  in.name = "receiveReport";
+  in.report_kind = "strategy";
+  in.strategies = convert::to_vector(req->strategies());
+  return report(ctx, req->jobid(), "ReportRecoverStrategy", std::move(in),
+                resp);
+}
+
+grpc::ServerUnaryReactor* recover_service::ReportRecoverStatus(
+  grpc::CallbackServerContext* ctx, const ::RecoverStatusRequest* req,
+  ::Status* resp) {
+  if (!req->has_status() && !req->jobid().empty())
+    return missing_status(ctx);
+  flow_input in;
+  in.name = "receiveReport";
+  in.report_kind = "status";
+  in.report.code = req->status().code();
+  in.report.strategy = req->strategy();
+  in.report.isolate_ranks = convert::to_vector(req->isolaterankids());
+  return report(ctx, req->jobid(), "ReportRecoverStatus", std::move(in), resp);
+}
+
+grpc::ServerUnaryReactor* recover_service::ReportProcessFault(
+  grpc::CallbackServerContext* ctx, const ::ProcessFaultRequest* req,
+  ::Status* resp) {
+  flow_input in;
+  for (const auto& f : req->faultranks())
+    in.faults.push_back({f.rankid(), f.faulttype()});
+  return report(ctx, req->jobid(), "ReportProcessFault", std::move(in), resp);
+}
+
 grpc::ServerUnaryReactor* recover_service::HealthCheck(
   grpc::CallbackServerContext* ctx, const ::ClientInfo* req, ::Status* resp) {
   // Stateless, as in the reference: no actor involved.

@@ -27,11 +27,32 @@ public:
   SubscribeProcessManageSignal(grpc::CallbackServerContext* ctx,
                                const ::ClientInfo* req) override;
 
+  grpc::ServerUnaryReactor* ReportStopComplete(
+    grpc::CallbackServerContext* ctx, const ::StopCompleteRequest* req,
+    ::Status* resp) override;
+
+  grpc::ServerUnaryReactor* ReportRecoverStrategy(
+    grpc::CallbackServerContext* ctx, const ::RecoverStrategyRequest* req,
+    ::Status* resp) override;
+
+  grpc::ServerUnaryReactor* ReportRecoverStatus(
+    grpc::CallbackServerContext* ctx, const ::RecoverStatusRequest* req,
+    ::Status* resp) override;
+
+  grpc::ServerUnaryReactor* ReportProcessFault(
+    grpc::CallbackServerContext* ctx, const ::ProcessFaultRequest* req,
+    ::Status* resp) override;
+
   grpc::ServerUnaryReactor* HealthCheck(grpc::CallbackServerContext* ctx,
                                         const ::ClientInfo* req,
                                         ::Status* resp) override;
 
 private:
+  // Hands a report to the job's recovery machine.
+  grpc::ServerUnaryReactor* report(grpc::CallbackServerContext* ctx,
+                                   const std::string& job_id, const char* rpc,
+                                   flow_input in, ::Status* resp);
+
   caf::actor_system& sys_;
   job_registry_actor registry_;
   size_t stream_buffer_;

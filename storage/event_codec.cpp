@@ -25,6 +25,84 @@ init_config from_proto(const pe::InitConfig& x) {
           x.processrecoverenable(), x.subhealthystrategy(), x.framework()};
 }
 
+void to_proto(const recover_report& x, pe::RecoverReport& out) {
+  out.set_code(x.code);
+  out.set_strategy(x.strategy);
+  for (const auto& r : x.isolate_ranks)
+    out.add_isolateranks(r);
+}
+
+recover_report from_proto(const pe::RecoverReport& x) {
+  return {x.code(), x.strategy(), convert::to_vector(x.isolateranks())};
+}
+
+void to_proto(const recovery& x, pe::RecoveryState& out) {
+  out.set_state(x.state);
+  out.set_uuid(x.uuid);
+  out.mutable_faults()->insert(x.faults.begin(), x.faults.end());
+  for (auto p : x.fault_pods)
+    out.add_faultpods(p);
+  for (const auto& s : x.agent_strategies)
+    out.add_agentstrategies(s);
+  for (const auto& s : x.decided)
+    out.add_decided(s);
+  for (const auto& r : x.results)
+    to_proto(r, *out.add_results());
+  if (x.outbox)
+    convert::to_proto(*x.outbox, *out.mutable_outbox());
+  out.set_deadlinems(x.deadline_ms);
+  out.set_deadlineevent(x.deadline_event);
+  out.set_label(x.label);
+  out.set_retrytime(x.retry_time);
+  out.set_resetjson(x.reset_json);
+  out.set_resetcheck(x.reset_check);
+  out.set_flowstartedms(x.flow_started_ms);
+  out.set_health(x.health);
+  out.set_flows(x.flows);
+  out.set_lastoutcome(x.last_outcome);
+  out.mutable_originuids()->insert(x.origin_uids.begin(), x.origin_uids.end());
+  out.set_waituntilms(x.wait_until_ms);
+  out.set_pendingstrategy(x.pending_strategy);
+}
+
+recovery from_proto(const pe::RecoveryState& x) {
+  recovery result;
+  result.state = x.state().empty() ? std::string{st::init} : x.state();
+  result.uuid = x.uuid();
+  result.faults = {x.faults().begin(), x.faults().end()};
+  result.fault_pods = {x.faultpods().begin(), x.faultpods().end()};
+  result.agent_strategies = convert::to_vector(x.agentstrategies());
+  result.decided = convert::to_vector(x.decided());
+  for (const auto& r : x.results())
+    result.results.push_back(from_proto(r));
+  if (x.has_outbox())
+    result.outbox = convert::from_proto(x.outbox());
+  result.deadline_ms = x.deadlinems();
+  result.deadline_event = x.deadlineevent();
+  result.label = x.label();
+  result.retry_time = x.retrytime();
+  result.reset_json = x.resetjson();
+  result.reset_check = x.resetcheck();
+  result.flow_started_ms = x.flowstartedms();
+  result.health = x.health().empty() ? std::string{"Healthy"} : x.health();
+  result.flows = x.flows();
+  result.last_outcome = x.lastoutcome();
+  result.origin_uids = {x.originuids().begin(), x.originuids().end()};
+  result.wait_until_ms = x.waituntilms();
+  result.pending_strategy = x.pendingstrategy();
+  return result;
+}
+
+void fault_ranks_to_proto(
+  const std::vector<fault_rank>& xs,
+  google::protobuf::RepeatedPtrField<::FaultRank>* out) {
+  for (const auto& f : xs) {
+    auto* r = out->Add();
+    r->set_rankid(f.rank_id);
+    r->set_faulttype(f.fault_type);
+  }
+}
+
 } // namespace
 
 std::string encode_event(const event& ev) {
@@ -71,6 +149,24 @@ std::string encode_event(const event& ev) {
         m->set_healthstate(x.health_state);
         for (const auto& f : x.faults)
           convert::to_proto(f, *m->add_faults());
+      },
+      [&](const flow_stepped& x) {
+        auto* m = out.mutable_flowstepped();
+        m->set_input(x.input);
+        for (const auto& p : x.path)
+          m->add_path(p);
+        to_proto(x.after, *m->mutable_after());
+        m->mutable_annotations()->insert(x.annotations.begin(),
+                                         x.annotations.end());
+        if (x.delivered)
+          convert::to_proto(*x.delivered, *m->mutable_delivered());
+        for (const auto& sig : x.side_signals)
+          convert::to_proto(sig, *m->add_sidesignals());
+        fault_ranks_to_proto(x.faults, m->mutable_faults());
+        for (const auto& s : x.strategies)
+          m->add_strategies(s);
+        to_proto(x.report, *m->mutable_report());
+        m->set_reportkind(x.report_kind);
       },
     },
     ev.body);
@@ -129,6 +225,25 @@ caf::expected<event> decode_event(std::string_view bytes) {
       result.body = std::move(x);
       break;
     }
+    case pe::Event::kFlowStepped: {
+      const auto& m = in.flowstepped();
+      flow_stepped x;
+      x.input = m.input();
+      x.path = convert::to_vector(m.path());
+      x.after = from_proto(m.after());
+      x.annotations = {m.annotations().begin(), m.annotations().end()};
+      if (m.has_delivered())
+        x.delivered = convert::from_proto(m.delivered());
+      for (const auto& sig : m.sidesignals())
+        x.side_signals.push_back(convert::from_proto(sig));
+      for (const auto& f : m.faults())
+        x.faults.push_back({f.rankid(), f.faulttype()});
+      x.strategies = convert::to_vector(m.strategies());
+      x.report = from_proto(m.report());
+      x.report_kind = m.reportkind();
+      result.body = std::move(x);
+      break;
+    }
     case pe::Event::KIND_NOT_SET:
       return make_error(errc::corrupt_record,
                         "event record " + std::to_string(in.seq())
@@ -147,15 +262,13 @@ std::string encode_snapshot(const job_model& state) {
   s->set_inited(state.inited);
   to_proto(state.init, *s->mutable_init());
   s->set_registered(state.registered);
-  s->set_recoverystate(state.recovery_state);
-  s->set_processrecoverlabel(state.process_recover_label);
-  s->set_uuid(state.uuid);
   s->set_createdatms(state.created_at_ms);
   s->set_updatedatms(state.updated_at_ms);
   s->set_healthstate(state.health_state);
   for (const auto& f : state.device_faults)
     convert::to_proto(f, *s->add_devicefaults());
   s->set_subscribergeneration(state.subscriber_generation);
+  to_proto(state.rec, *s->mutable_recovery());
   return out.SerializeAsString();
 }
 
@@ -174,15 +287,13 @@ caf::expected<job_model> decode_snapshot(std::string_view bytes) {
   result.inited = s.inited();
   result.init = from_proto(s.init());
   result.registered = s.registered();
-  result.recovery_state = s.recoverystate();
-  result.process_recover_label = s.processrecoverlabel();
-  result.uuid = s.uuid();
   result.created_at_ms = s.createdatms();
   result.updated_at_ms = s.updatedatms();
   result.health_state = s.healthstate();
   for (const auto& f : s.devicefaults())
     result.device_faults.push_back(convert::from_proto(f));
   result.subscriber_generation = s.subscribergeneration();
+  result.rec = from_proto(s.recovery());
   result.seq = in.seq();
   return result;
 }

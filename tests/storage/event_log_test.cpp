@@ -239,7 +239,7 @@ TEST_CASE("snapshots round-trip the whole state") {
   CHECK(back->registered);
   CHECK(back->inited);
   CHECK(back->init.strategies == m.init.strategies);
-  CHECK(back->process_recover_label == "on");
+  CHECK(back->rec.label == "on");
   CHECK(back->subscriber_generation == 1);
   CHECK(back->health_state == "SubHealthy");
   CHECK(back->device_faults.size() == 1);

@@ -1,0 +1,953 @@
+#include "actors/recovery.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+
+#include <openssl/evp.h>
+
+#include "actors/error.hpp"
+
+namespace recoverd {
+
+namespace {
+
+// -- topology helpers ---------------------------------------------------------
+
+/// Global rank -> pod rank, from the job's topology (no devices-per-pod
+/// arithmetic: pods may differ in size and ranks need not be contiguous).
+std::map<std::string, int32_t> pod_of_rank(const job_spec& spec) {
+  std::map<std::string, int32_t> result;
+  for (const auto& p : spec.pods)
+    for (const auto& d : p.devices)
+      result.emplace(d.rank_id, p.pod_rank);
+  return result;
+}
+
+const pod* find_pod(const job_spec& spec, int32_t pod_rank) {
+  for (const auto& p : spec.pods)
+    if (p.pod_rank == pod_rank)
+      return &p;
+  return nullptr;
+}
+
+bool job_running(const job_spec& spec) {
+  return !spec.pods.empty()
+         && std::all_of(spec.pods.begin(), spec.pods.end(),
+                        [](const pod& p) { return p.running; });
+}
+
+int64_t rank_number(const std::string& rank) {
+  return std::stoll(rank);
+}
+
+bool rank_less(const std::string& x, const std::string& y) {
+  return rank_number(x) < rank_number(y);
+}
+
+bool contains(const std::vector<std::string>& xs, const std::string& x) {
+  return std::find(xs.begin(), xs.end(), x) != xs.end();
+}
+
+// -- the context entry actions work on ----------------------------------------
+
+struct ctx {
+  recovery& rec;
+  const job_spec& spec;
+  const init_config& init;
+  const flow_input& in;
+  const timeouts& waits;
+  flow_step& out;
+
+  bool configured(const std::string& s) const {
+    return contains(init.strategies, s);
+  }
+
+  bool agent(const std::string& s) const {
+    return contains(rec.agent_strategies, s);
+  }
+
+  // The platform's strategy (reference §7), trimmed of spaces and commas.
+  std::string plat() const {
+    auto i = spec.annotations.find("ProcessRecoverStrategy");
+    if (i == spec.annotations.end())
+      return {};
+    std::string result;
+    for (auto c : i->second)
+      if (c != ' ' && c != ',')
+        result.push_back(c);
+    return result;
+  }
+
+  bool plat_allows(const std::string& s) const {
+    return !init.platform_mode || plat() == s;
+  }
+
+  bool support_retry() const {
+    return configured("retry") && plat_allows("retry");
+  }
+
+  bool support_recover() const {
+    return configured("recover") && agent("recover") && plat_allows("recover");
+  }
+
+  bool support_dump() const {
+    return configured("dump") && agent("dump") && plat_allows("dump");
+  }
+
+  bool dump_only() const {
+    if (!init.process_recover_enable)
+      return false;
+    if (init.platform_mode)
+      return plat() == "dump" && configured("dump");
+    return !init.strategies.empty() && init.strategies.front() == "dump";
+  }
+
+  std::vector<std::string> ranks_of(bool normal) const {
+    std::vector<std::string> result;
+    for (const auto& [rank, type] : rec.faults)
+      if ((type == "1") == normal)
+        result.push_back(rank);
+    std::sort(result.begin(), result.end(), rank_less);
+    return result;
+  }
+
+  bool has_normal() const {
+    return !ranks_of(true).empty();
+  }
+
+  bool has_retry() const {
+    return !ranks_of(false).empty();
+  }
+
+  std::vector<fault_rank> fault_list(bool normal) const {
+    std::vector<fault_rank> result;
+    for (const auto& r : ranks_of(normal))
+      result.push_back({r, rec.faults.at(r)});
+    return result;
+  }
+
+  std::vector<fault_rank> all_faults() const {
+    std::vector<std::string> ranks;
+    for (const auto& [rank, type] : rec.faults)
+      ranks.push_back(rank);
+    std::sort(ranks.begin(), ranks.end(), rank_less);
+    std::vector<fault_rank> result;
+    for (const auto& r : ranks)
+      result.push_back({r, rec.faults.at(r)});
+    return result;
+  }
+
+  std::vector<std::string> pods_of(const std::vector<fault_rank>& faults) const {
+    auto index = pod_of_rank(spec);
+    std::set<int32_t> pods;
+    for (const auto& f : faults)
+      if (auto i = index.find(f.rank_id); i != index.end())
+        pods.insert(i->second);
+    std::vector<std::string> result;
+    for (auto p : pods)
+      result.push_back(std::to_string(p));
+    return result;
+  }
+
+  std::vector<std::string> fault_pod_list() const {
+    std::vector<std::string> result;
+    for (auto p : rec.fault_pods)
+      result.push_back(std::to_string(p));
+    return result;
+  }
+
+  // Turns every retry fault into a normal one.
+  void retry_to_normal() {
+    for (auto& [rank, type] : rec.faults)
+      type = "1";
+  }
+
+  // Expands every normal fault to all ranks of its pod, as type "1".
+  void expand_normal() {
+    auto index = pod_of_rank(spec);
+    std::set<int32_t> pods;
+    for (const auto& [rank, type] : rec.faults)
+      if (type == "1")
+        if (auto i = index.find(rank); i != index.end())
+          pods.insert(i->second);
+    for (auto p : pods) {
+      rec.fault_pods.insert(p);
+      if (const auto* q = find_pod(spec, p))
+        for (const auto& d : q->devices)
+          rec.faults[d.rank_id] = "1";
+    }
+  }
+
+  void write_reset(const std::string& op, bool restart = false) {
+    std::vector<int64_t> ranks;
+    if (op == "fault")
+      for (const auto& r : ranks_of(true))
+        ranks.push_back(rank_number(r));
+    if (op == "restartAllProcess")
+      ++rec.retry_time;
+    rec.reset_json = reset_document(op, ranks, in.now_ms / 1000,
+                                    rec.retry_time, restart);
+    rec.reset_check = sha256_hex(rec.reset_json);
+  }
+
+  // Waits `wait`, then the machine receives `event`. A zero wait returns the
+  // event at once, so tests and benchmarks can run with waits at 0.
+  std::string arm(millis wait, const std::string& event) {
+    if (wait.count() <= 0)
+      return event;
+    rec.deadline_ms = in.now_ms + wait.count();
+    rec.deadline_event = event;
+    return {};
+  }
+
+  process_signal signal(const std::string& type) const {
+    process_signal sig;
+    sig.uuid = rec.uuid;
+    sig.job_id = spec.job_id;
+    sig.signal_type = type;
+    return sig;
+  }
+
+  // Puts `sig` in the outbox; if nobody takes it in time, notifyFail.
+  std::string notify(process_signal sig) {
+    rec.outbox = std::move(sig);
+    rec.deadline_ms = in.now_ms + std::max<int64_t>(1, waits.notify.count());
+    rec.deadline_event = "notifyFail";
+    return {};
+  }
+
+  std::string wait_report() {
+    rec.deadline_ms = in.now_ms + std::max<int64_t>(1, waits.report.count());
+    rec.deadline_event = "receiveTimeout";
+    return {};
+  }
+
+  void set_status(const std::string& value) {
+    out.annotations["ProcessRecoverStatus"] = value;
+  }
+
+  bool pods_rescheduled() const {
+    if (rec.fault_pods.empty())
+      return false;
+    for (auto p : rec.fault_pods) {
+      const auto* q = find_pod(spec, p);
+      auto origin = rec.origin_uids.find(p);
+      if (q == nullptr || !q->running
+          || (origin != rec.origin_uids.end() && origin->second == q->uid))
+        return false;
+    }
+    return true;
+  }
+};
+
+using entry_fn = std::function<std::string(ctx&)>;
+
+struct rule {
+  const char* from;
+  const char* event;
+  const char* to;
+  entry_fn entry;
+};
+
+std::string no_action(ctx&) {
+  return {};
+}
+
+// -- entry actions --------------------------------------------------------------
+
+// R1: a fault starts a flow.
+std::string on_fault_occur(ctx& c) {
+  if (c.init.platform_mode) {
+    auto plat = c.plat();
+    // Fix of reference §15.9: `exit` is accepted in the first wait too.
+    if (plat != "retry" && plat != "recover" && plat != "dump"
+        && plat != "exit") {
+      c.rec.wait_until_ms = c.in.now_ms + c.waits.platform.count();
+      return c.arm(std::min(c.waits.poll, c.waits.platform), "platStrategyCheck");
+    }
+  }
+  if (c.dump_only() && c.has_normal()) {
+    if (!c.agent("dump"))
+      c.rec.agent_strategies.push_back("dump");
+    return "dumpForFault";
+  }
+  c.write_reset("notifyFaultFlushing");
+  return "notifyFinish";
+}
+
+// Platform mode: has the platform written a usable strategy yet?
+std::string on_plat_strategy_check(ctx& c) {
+  auto plat = c.plat();
+  if (plat == "retry" || plat == "recover" || plat == "dump"
+      || plat == "exit") {
+    c.rec.wait_until_ms = 0;
+    if (c.dump_only() && c.has_normal())
+      return "dumpForFault";
+    c.write_reset("notifyFaultFlushing");
+    return "notifyFinish";
+  }
+  if (c.in.now_ms >= c.rec.wait_until_ms)
+    return "waitPlatStrategyTimeout";
+  return c.arm(std::min(c.waits.poll,
+                        millis{c.rec.wait_until_ms - c.in.now_ms}),
+               "platStrategyCheck");
+}
+
+// R2: stopTrain with a fresh uuid.
+std::string on_notify_stop_train(ctx& c) {
+  c.rec.uuid = c.in.fresh_uuid;
+  auto sig = c.signal("stopTrain");
+  sig.actions = {"stop_train"};
+  sig.fault_ranks = c.all_faults();
+  return c.notify(std::move(sig));
+}
+
+// R4: dying-gasp dump for dump-only jobs.
+std::string on_notify_dump(ctx& c) {
+  if (c.rec.uuid.empty())
+    c.rec.uuid = c.in.fresh_uuid;
+  c.expand_normal();
+  c.write_reset("fault");
+  auto sig = c.signal("saveAndExit");
+  sig.actions = {"save_and_exit"};
+  sig.node_rank_ids = c.fault_pod_list();
+  sig.fault_ranks = c.fault_list(true);
+  return c.notify(std::move(sig));
+}
+
+std::string on_wait_report(ctx& c) {
+  return c.wait_report();
+}
+
+std::string on_wait_dump_report(ctx& c) {
+  return c.wait_report();
+}
+
+// R10 / R36: normalise the caches, then flush.
+std::string on_flush(ctx& c) {
+  bool both_retry_types = false;
+  {
+    bool zero = false;
+    bool two = false;
+    for (const auto& [rank, type] : c.rec.faults) {
+      zero = zero || type == "0";
+      two = two || type == "2";
+    }
+    both_retry_types = zero && two;
+  }
+  bool last_retry = !c.rec.results.empty()
+                    && c.rec.results.back().strategy == "retry";
+  if (last_retry || c.has_normal() || !c.support_retry() || both_retry_types)
+    c.retry_to_normal();
+  if (c.has_retry() && !c.has_normal() && c.configured("retry"))
+    return "flushFinished";
+  return c.arm(c.waits.fault_flush, "flushFinished");
+}
+
+// R13: the global fault notice (reference §5.4).
+std::string on_global_fault(ctx& c) {
+  if (c.has_retry() && !c.has_normal()) {
+    auto sig = c.signal("globalFault");
+    sig.actions = {"on_global_rank"};
+    sig.fault_ranks = c.fault_list(false);
+    for (const auto& f : sig.fault_ranks)
+      if (f.fault_type == "2")
+        sig.timeout = 33;
+    return c.notify(std::move(sig));
+  }
+  c.expand_normal();
+  c.write_reset("fault");
+  // Resource force-release before the normal-fault notice.
+  return c.arm(c.waits.resource_release, "resourceReleased");
+}
+
+std::string on_resource_released(ctx& c) {
+  auto sig = c.signal("globalFault");
+  sig.actions = {"on_global_rank", "fault_nodes_exit"};
+  sig.fault_ranks = c.fault_list(true);
+  sig.node_rank_ids = c.pods_of(sig.fault_ranks);
+  return c.notify(std::move(sig));
+}
+
+// §5.5: the strategy ladder.
+std::string choose(ctx& c) {
+  const auto& results = c.rec.results;
+  if (results.empty()) {
+    if (c.support_retry() && !c.has_normal()) {
+      if (c.agent("retry"))
+        return "retry";
+      c.retry_to_normal();
+      c.expand_normal();
+      return c.support_dump() ? "dump" : "exit";
+    }
+    if (c.support_recover())
+      return "recover";
+    if (c.support_dump())
+      return "dump";
+    return "exit";
+  }
+  const auto& last = results.back().strategy;
+  if (last == "retry") {
+    if (c.support_recover())
+      return "recover";
+    return c.support_dump() ? "dump" : "exit";
+  }
+  if (last == "recover" || last == "downgrade" || last == "upgrade")
+    return c.support_dump() ? "dump" : "exit";
+  return "exit";
+}
+
+std::string send_strategy(ctx& c, const std::string& strategy) {
+  auto sig = c.signal("changeStrategy");
+  sig.actions = {"change_strategy"};
+  sig.change_strategy = strategy;
+  if (strategy == "retry") {
+    sig.fault_ranks = c.fault_list(false);
+  } else {
+    sig.fault_ranks = c.fault_list(true);
+    sig.node_rank_ids = c.pods_of(sig.fault_ranks);
+  }
+  return c.notify(std::move(sig));
+}
+
+// R17 / R35 / R39: decide and send changeStrategy.
+std::string on_decide(ctx& c) {
+  if (c.in.report_kind == "strategy")
+    c.rec.agent_strategies = c.in.strategies;
+  auto strategy = choose(c);
+  if (strategy == "recover" && c.init.platform_mode
+      && c.spec.annotations.count("RankTableReady") > 0
+      && c.spec.annotations.at("RankTableReady") != "true")
+    strategy = c.support_dump() ? "dump" : "exit";
+  c.rec.decided.push_back(strategy);
+  bool network_fault = false;
+  for (const auto& [rank, type] : c.rec.faults)
+    network_fault = network_fault || type == "2";
+  if (strategy == "retry" && network_fault) {
+    // HCCL routing convergence before a step retry.
+    c.rec.pending_strategy = strategy;
+    auto next = c.arm(c.waits.hccl_convergence, "hcclConverged");
+    if (!next.empty())
+      return send_strategy(c, strategy);
+    return {};
+  }
+  return send_strategy(c, strategy);
+}
+
+std::string on_hccl_converged(ctx& c) {
+  auto strategy = c.rec.pending_strategy;
+  c.rec.pending_strategy.clear();
+  return send_strategy(c, strategy);
+}
+
+// §5.6: the result check.
+std::string on_check_result(ctx& c) {
+  if (!c.rec.decided.empty() && c.rec.decided.back() == "exit") {
+    c.set_status("exit-completed");
+    return "checkFinish";
+  }
+  if (c.rec.results.empty())
+    return "checkFinish";
+  const auto& r = c.rec.results.back();
+  bool ok = r.code == 0;
+  if (r.strategy == "retry") {
+    c.set_status(ok ? "retry-success" : "retry-failed");
+    if (ok)
+      return "recoverSuccess";
+    if (r.code == 405)
+      return "recoverableRetryError";
+    auto& xs = c.rec.agent_strategies;
+    xs.erase(std::remove(xs.begin(), xs.end(), "recover"), xs.end());
+    if (r.code == 499)
+      xs.erase(std::remove(xs.begin(), xs.end(), "dump"), xs.end());
+    return "unRecoverableRetryError";
+  }
+  if (r.strategy == "recover") {
+    c.set_status(ok ? "recover-success" : "recover-failed");
+    return ok ? "recoverSuccess" : "recoverFail";
+  }
+  if (r.strategy == "dump") {
+    c.set_status(ok ? "dump-success" : "dump-failed");
+    auto sig = c.signal("changeStrategy");
+    sig.actions = {"change_strategy"};
+    sig.change_strategy = "exit";
+    sig.extra_params = "dump_exit";
+    sig.node_rank_ids = c.fault_pod_list();
+    c.out.side_signals.push_back(std::move(sig));
+    return "checkFinish";
+  }
+  // A report for a strategy the daemon did not decide: judge by the decided
+  // one instead of trusting the report (reference §15.3).
+  c.set_status(c.rec.decided.empty() ? "exit-completed"
+                                     : c.rec.decided.back() + "-failed");
+  return "recoverFail";
+}
+
+// R37
+std::string on_kill_pod_for_retry(ctx& c) {
+  c.retry_to_normal();
+  c.expand_normal();
+  c.write_reset("fault");
+  return "finishKillPod";
+}
+
+// R22: waiting for the recover result while pods are rescheduled.
+std::string on_wait_recover(ctx& c) {
+  c.rec.wait_until_ms = c.in.now_ms + c.waits.reschedule.count();
+  c.rec.deadline_ms = c.in.now_ms + std::max<int64_t>(1, std::min(
+                                                     c.waits.report.count(),
+                                                     c.waits.reschedule.count()));
+  c.rec.deadline_event = "rescheduleCheck";
+  return {};
+}
+
+std::string on_reschedule_check(ctx& c) {
+  if (c.pods_rescheduled()) {
+    c.write_reset("clear");
+    c.rec.wait_until_ms = 0;
+    return c.wait_report();
+  }
+  if (c.in.now_ms >= c.rec.wait_until_ms && c.rec.wait_until_ms != 0)
+    return "scheduleTimeout";
+  return {};
+}
+
+// R38: did the platform reschedule the job after dump/exit?
+std::string on_listen_schedule(ctx& c) {
+  if (c.init.platform_mode || c.pods_rescheduled())
+    return "scheduleSuccess";
+  c.rec.wait_until_ms = c.in.now_ms + c.waits.exit_reschedule.count();
+  return c.arm(std::min(c.waits.poll, c.waits.exit_reschedule),
+               "scheduleCheck");
+}
+
+std::string on_schedule_check(ctx& c) {
+  if (c.pods_rescheduled())
+    return "scheduleSuccess";
+  if (c.in.now_ms >= c.rec.wait_until_ms)
+    return job_running(c.spec) ? "scheduleSuccess" : "scheduleTimeout";
+  return c.arm(std::min(c.waits.poll,
+                        millis{c.rec.wait_until_ms - c.in.now_ms}),
+               "scheduleCheck");
+}
+
+// R40
+std::string on_restart_all(ctx& c) {
+  c.write_reset("restartAllProcess");
+  return "notifySuccess";
+}
+
+std::string on_wait_restart_all(ctx& c) {
+  return c.arm(c.init.platform_mode ? millis{0} : c.waits.restart_all,
+               "restartFinish");
+}
+
+// R41
+std::string on_fault_clear(ctx& c) {
+  c.write_reset("clear");
+  return "clearSuccess";
+}
+
+// R43: job-level fallback.
+std::string on_fault_retry(ctx& c) {
+  c.rec.label = "pause";
+  auto sig = c.signal("changeStrategy");
+  sig.actions = {"change_strategy"};
+  sig.change_strategy = "exit";
+  sig.extra_params = "dump_exit";
+  sig.node_rank_ids = c.fault_pod_list();
+  c.out.side_signals.push_back(std::move(sig));
+  c.rec.wait_until_ms = c.in.now_ms + c.waits.job_fallback.count();
+  return c.arm(std::max(millis{1}, std::min(c.waits.poll, c.waits.job_fallback)),
+               "fallbackCheck");
+}
+
+std::string on_fallback_check(ctx& c) {
+  if (job_running(c.spec)) {
+    c.rec.label = "on";
+    return "finish";
+  }
+  if (c.in.now_ms >= c.rec.wait_until_ms)
+    return "scheduleTimeout";
+  return c.arm(std::max(millis{1},
+                        std::min(c.waits.poll,
+                                 millis{c.rec.wait_until_ms - c.in.now_ms})),
+               "fallbackCheck");
+}
+
+// R45
+std::string on_kill_job(ctx& c) {
+  auto sig = c.signal("killMaster");
+  c.rec.outbox = std::move(sig);
+  // The reference gives up on a killMaster nobody takes after 60 s and ends
+  // the flow anyway.
+  c.rec.deadline_ms = c.in.now_ms
+                      + std::max<int64_t>(1, c.waits.notify.count());
+  c.rec.deadline_event = "finish";
+  return {};
+}
+
+// Back to idle: the flow is over.
+std::string on_reset(ctx& c) {
+  auto& r = c.rec;
+  // The state the flow ended from tells how it ended.
+  const auto& from = c.out.path.size() >= 2 ? c.out.path[c.out.path.size() - 2]
+                                            : std::string{};
+  auto status = c.out.annotations.find("ProcessRecoverStatus");
+  if (from == st::notify_kill_job)
+    r.last_outcome = "killed";
+  else if (from == st::fault_retry)
+    r.last_outcome = "job-level-fallback";
+  else if (status != c.out.annotations.end())
+    r.last_outcome = status->second;
+  else
+    r.last_outcome = "recovered";
+  ++r.flows;
+  r.uuid.clear();
+  r.faults.clear();
+  r.fault_pods.clear();
+  r.agent_strategies.clear();
+  r.decided.clear();
+  r.results.clear();
+  r.outbox.reset();
+  r.deadline_ms = 0;
+  r.deadline_event.clear();
+  r.flow_started_ms = 0;
+  r.origin_uids.clear();
+  r.wait_until_ms = 0;
+  r.pending_strategy.clear();
+  r.health = "Healthy";
+  c.write_reset("clear");
+  return {};
+}
+
+// -- the table ----------------------------------------------------------------
+
+const std::vector<rule>& rules() {
+  using namespace st;
+  static const std::vector<rule> table = {
+    {init, "faultOccur", notify_wait_fault_flushing, on_fault_occur},                // R1
+    {notify_wait_fault_flushing, "platStrategyCheck", notify_wait_fault_flushing,
+     on_plat_strategy_check},                                                        // R1 A
+    {notify_wait_fault_flushing, "notifyFinish", notify_stop_train,
+     on_notify_stop_train},                                                          // R2
+    {notify_wait_fault_flushing, "waitPlatStrategyTimeout", fault_retry,
+     on_fault_retry},                                                                // R3
+    {notify_wait_fault_flushing, "dumpForFault", notify_dump, on_notify_dump},      // R4
+    {notify_wait_fault_flushing, "notifyFail", notify_kill_job, on_kill_job},       // R5
+    {notify_stop_train, "notifySuccess", wait_stop_complete, on_wait_report},       // R6
+    {notify_stop_train, "notifyFail", fault_clear, on_fault_clear},                 // R7
+    {notify_dump, "notifySuccess", wait_dump_status, on_wait_dump_report},          // R8
+    {notify_dump, "notifyFail", fault_clear, on_fault_clear},                       // R9
+    {wait_stop_complete, "receiveReport", wait_fault_flush_finished, on_flush},     // R10
+    {wait_stop_complete, "receiveTimeout", fault_clear, on_fault_clear},            // R11
+    {wait_stop_complete, "processNotReadyEvent", notify_kill_job, on_kill_job},     // R12
+    {wait_fault_flush_finished, "flushFinished", notify_global_fault,
+     on_global_fault},                                                               // R13
+    {notify_global_fault, "resourceReleased", notify_global_fault,
+     on_resource_released},                                                          // R13 (wait)
+    {notify_global_fault, "notifySuccess", wait_recover_strategy, on_wait_report},  // R14
+    {notify_global_fault, "notifyFail", notify_kill_job, on_kill_job},              // R15
+    {wait_recover_strategy, "receiveReport", notify_decided_strategy, on_decide},   // R17
+    {wait_recover_strategy, "receiveTimeout", fault_clear, on_fault_clear},         // R18
+    {notify_decided_strategy, "hcclConverged", notify_decided_strategy,
+     on_hccl_converged},                                                             // R17 (wait)
+    {notify_decided_strategy, "notifyFail", fault_clear, on_fault_clear},           // R19
+    {notify_decided_strategy, "notifyRetryStrategySuccess", wait_step_retry_status,
+     on_wait_report},                                                                // R21
+    {notify_decided_strategy, "notifyRecoverStrategySuccess",
+     wait_process_recover_status, on_wait_recover},                                  // R22
+    {notify_decided_strategy, "notifyDumpStrategySuccess", wait_dump_status,
+     on_wait_dump_report},                                                           // R23
+    {notify_decided_strategy, "notifyExitStrategySuccess", check_recover_result,
+     on_check_result},                                                               // R24
+    {wait_step_retry_status, "receiveReport", check_recover_result,
+     on_check_result},                                                               // R26
+    {wait_step_retry_status, "receiveTimeout", fault_retry, on_fault_retry},        // R27
+    {wait_process_recover_status, "receiveReport", check_recover_result,
+     on_check_result},                                                               // R28
+    {wait_process_recover_status, "rescheduleCheck", wait_process_recover_status,
+     on_reschedule_check},                                                           // R22 (watcher)
+    {wait_process_recover_status, "scheduleTimeout", fault_clear, on_fault_clear},  // R29
+    {wait_process_recover_status, "receiveTimeout", fault_clear, on_fault_clear},   // R29
+    {wait_dump_status, "receiveReport", check_recover_result, on_check_result},     // R32
+    {wait_dump_status, "receiveTimeout", fault_clear, on_fault_clear},              // R33
+    {check_recover_result, "recoverSuccess", init, on_reset},                       // R34
+    {check_recover_result, "recoverFail", notify_decided_strategy, on_decide},      // R35
+    {check_recover_result, "recoverableRetryError", wait_fault_flush_finished,
+     on_flush},                                                                      // R36
+    {check_recover_result, "unRecoverableRetryError",
+     kill_pod_for_unrecoverable_retry, on_kill_pod_for_retry},                       // R37
+    {check_recover_result, "checkFinish", listen_schedule_result,
+     on_listen_schedule},                                                            // R38
+    {kill_pod_for_unrecoverable_retry, "finishKillPod", notify_decided_strategy,
+     on_decide},                                                                     // R39
+    {listen_schedule_result, "scheduleCheck", listen_schedule_result,
+     on_schedule_check},                                                             // R38 (poll)
+    {listen_schedule_result, "scheduleSuccess", notify_restart_all_process,
+     on_restart_all},                                                                // R40
+    {listen_schedule_result, "scheduleTimeout", fault_clear, on_fault_clear},       // R40
+    {notify_restart_all_process, "notifySuccess", wait_restart_all_process,
+     on_wait_restart_all},                                                           // R40b
+    {notify_restart_all_process, "notifyFail", fault_clear, on_fault_clear},        // R40b
+    {wait_restart_all_process, "restartFinish", fault_clear, on_fault_clear},       // R40c
+    {fault_clear, "clearSuccess", fault_retry, on_fault_retry},                     // R41
+    {fault_clear, "clearFail", notify_kill_job, on_kill_job},                       // R41
+    {fault_retry, "fallbackCheck", fault_retry, on_fallback_check},                 // R43 (poll)
+    {fault_retry, "finish", init, on_reset},                                        // R44
+    {fault_retry, "changeSwitchPauseError", notify_kill_job, on_kill_job},          // R44
+    {fault_retry, "changeSwitchEnableError", notify_kill_job, on_kill_job},         // R44
+    {fault_retry, "scheduleTimeout", notify_kill_job, on_kill_job},                 // R44
+    {notify_kill_job, "finish", init, on_reset},                                    // R46
+  };
+  return table;
+}
+
+const rule* find_rule(const std::string& state, const std::string& event) {
+  for (const auto& r : rules())
+    if (state == r.from && event == r.event)
+      return &r;
+  return nullptr;
+}
+
+// Merges reported faults into the caches; a normal type replaces a retry type.
+void merge_faults(recovery& rec, const job_spec& spec,
+                  const std::vector<fault_rank>& faults) {
+  auto index = pod_of_rank(spec);
+  for (const auto& f : faults) {
+    auto& type = rec.faults[f.rank_id];
+    if (type.empty() || f.fault_type == "1")
+      type = f.fault_type;
+    if (f.fault_type == "1")
+      rec.health = "UnHealthy";
+    if (auto i = index.find(f.rank_id); i != index.end())
+      rec.fault_pods.insert(i->second);
+  }
+}
+
+} // namespace
+
+const std::vector<transition>& transitions() {
+  static const std::vector<transition> result = [] {
+    std::vector<transition> xs;
+    for (const auto& r : rules())
+      xs.push_back({r.from, r.event, r.to});
+    return xs;
+  }();
+  return result;
+}
+
+std::string expected_report(const std::string& state) {
+  if (state == st::wait_stop_complete)
+    return "stop";
+  if (state == st::wait_recover_strategy)
+    return "strategy";
+  if (state == st::wait_step_retry_status
+      || state == st::wait_process_recover_status
+      || state == st::wait_dump_status)
+    return "status";
+  return {};
+}
+
+caf::expected<flow_step> step(const recovery& current, const job_spec& spec,
+                              const init_config& init, const flow_input& in,
+                              const timeouts& waits) {
+  flow_step out;
+  out.input = in.name;
+  out.faults = in.faults;
+  out.strategies = in.strategies;
+  out.report = in.report;
+  out.report_kind = in.report_kind;
+  out.delivered = in.delivered;
+  out.after = current;
+  auto& rec = out.after;
+  out.path.push_back(rec.state);
+  auto event = in.name;
+  // Inputs that are not transitions of the reference table.
+  if (event == "faultAbsorbed") {
+    // A fault during a running flow joins it (reference §4.2).
+    merge_faults(rec, spec, in.faults);
+    return out;
+  }
+  if (event == "preExit") {
+    // Fault-center path for jobs without step retry (reference §4.1 step 8):
+    // tell the agent, no flow starts.
+    process_signal sig;
+    sig.uuid = in.fresh_uuid;
+    sig.job_id = spec.job_id;
+    sig.signal_type = "preExitProcess";
+    sig.actions = {"pre exit process"};
+    for (const auto& f : in.faults)
+      sig.fault_ranks.push_back({f.rank_id, "1"});
+    auto index = pod_of_rank(spec);
+    std::set<int32_t> pods;
+    for (const auto& f : in.faults)
+      if (auto i = index.find(f.rank_id); i != index.end())
+        pods.insert(i->second);
+    for (auto p : pods)
+      sig.node_rank_ids.push_back(std::to_string(p));
+    out.side_signals.push_back(std::move(sig));
+    return out;
+  }
+  if (event == "jobChanged") {
+    // Pod changes matter only to the polled waits; re-check them now.
+    if (rec.state == st::wait_process_recover_status)
+      event = "rescheduleCheck";
+    else if (rec.state == st::listen_schedule_result)
+      event = "scheduleCheck";
+    else if (rec.state == st::fault_retry)
+      event = "fallbackCheck";
+    else
+      return out;
+  }
+  if (event == "faultOccur") {
+    if (rec.state != st::init)
+      return make_error(errc::unexpected_report,
+                        "faultOccur is not accepted in state " + rec.state);
+    merge_faults(rec, spec, in.faults);
+    rec.flow_started_ms = in.now_ms;
+    for (const auto& p : spec.pods)
+      rec.origin_uids[p.pod_rank] = p.uid;
+  }
+  if (event == "receiveReport") {
+    auto want = expected_report(rec.state);
+    if (want.empty() || want != in.report_kind)
+      return make_error(errc::unexpected_report,
+                        "not expected in state " + rec.state);
+    if (in.report_kind == "stop" && in.report.code == 404)
+      event = "processNotReadyEvent";
+    if (in.report_kind == "status")
+      rec.results.push_back(in.report);
+  }
+  ctx c{rec, spec, init, in, waits, out};
+  for (int hops = 0; !event.empty(); ++hops) {
+    const auto* r = find_rule(rec.state, event);
+    if (r == nullptr) {
+      if (hops == 0)
+        return make_error(errc::unexpected_report,
+                          event + " is not accepted in state " + rec.state);
+      // An entry action produced an event its state has no rule for: a bug
+      // in the table. Stay, but say so in the path.
+      out.path.push_back("(no rule for " + event + ")");
+      break;
+    }
+    if (hops > 64)
+      return make_error(errc::invalid_argument, "recovery machine loops");
+    bool self_loop = std::string{r->from} == r->to;
+    rec.state = r->to;
+    if (!self_loop || r->entry != nullptr) {
+      rec.outbox.reset();
+      rec.deadline_ms = 0;
+      rec.deadline_event.clear();
+    }
+    if (!self_loop)
+      out.path.push_back(rec.state);
+    event = r->entry ? r->entry(c) : no_action(c);
+  }
+  return out;
+}
+
+caf::expected<std::string>
+classify_process_fault(const recovery& current, const job_spec& spec,
+                       const init_config& init,
+                       const std::vector<fault_rank>& faults) {
+  auto index = pod_of_rank(spec);
+  bool normal = false;
+  for (size_t i = 0; i < faults.size(); ++i) {
+    const auto& f = faults[i];
+    auto field = "faultRanks[" + std::to_string(i) + "]";
+    if (index.count(f.rank_id) == 0)
+      return make_error(errc::invalid_argument,
+                        field + ".rankId: rank \"" + f.rank_id
+                          + "\" is not in the job's topology");
+    if (f.fault_type != "0" && f.fault_type != "1" && f.fault_type != "2")
+      return make_error(errc::invalid_argument,
+                        field + ".faultType: unknown type \"" + f.fault_type
+                          + "\" (allowed: 0, 1, 2)");
+    normal = normal || f.fault_type == "1";
+  }
+  if (current.state != st::init)
+    return std::string{"faultAbsorbed"};
+  if (normal)
+    return std::string{"faultOccur"};
+  recovery scratch;
+  flow_input none;
+  flow_step sink;
+  timeouts waits;
+  ctx c{scratch, spec, init, none, waits, sink};
+  return std::string{c.support_retry() ? "faultOccur" : "preExit"};
+}
+
+std::string send_result_event(const process_signal& sig) {
+  const auto& t = sig.signal_type;
+  if (t == "keep-alive" || t == "pauseStartAgent" || t == "preExitProcess")
+    return {};
+  if (t == "killMaster")
+    return "finish";
+  if (sig.extra_params == "dump_exit")
+    return {};
+  if (t == "faultNodesExit")
+    return "notifyFaultNodesExitSuccessEvent";
+  if (t != "changeStrategy")
+    return "notifySuccess";
+  const auto& s = sig.change_strategy;
+  if (s == "retry")
+    return "notifyRetryStrategySuccess";
+  if (s == "recover")
+    return "notifyRecoverStrategySuccess";
+  if (s == "dump")
+    return "notifyDumpStrategySuccess";
+  if (s == "exit")
+    return "notifyExitStrategySuccess";
+  if (s == "continue")
+    return "notifyContinueSuccessEvent";
+  if (s == "downgrade")
+    return "notifyScaleInStrategySuccessEvent";
+  if (s == "upgrade")
+    return "notifyScaleOutStrategySuccessEvent";
+  if (s == "migration")
+    return "notifySuccess";
+  return {};
+}
+
+std::string reset_document(const std::string& op,
+                           const std::vector<int64_t>& ranks,
+                           int64_t update_time_s, int32_t retry_time,
+                           bool restart_fault_process) {
+  // Go's encoding/json of the reference's struct: no spaces, field order,
+  // an empty list as [].
+  std::string out = "{\"RankList\":[";
+  if (op == "fault")
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      if (i > 0)
+        out += ',';
+      out += "{\"RankId\":" + std::to_string(ranks[i])
+             + ",\"LogicId\":0,\"Status\":\"fault\",\"Policy\":\"\","
+               "\"InitialPolicy\":\"\",\"ErrorCode\":null,"
+               "\"ErrorCodeHex\":\"\"}";
+    }
+  out += "],\"UpdateTime\":" + std::to_string(update_time_s);
+  out += ",\"RetryTime\":" + std::to_string(retry_time);
+  out += ",\"FaultFlushing\":";
+  out += op == "notifyFaultFlushing" ? "true" : "false";
+  out += ",\"GracefulExit\":0,\"RestartFaultProcess\":";
+  out += op == "fault" && restart_fault_process ? "true" : "false";
+  out += "}";
+  return out;
+}
+
+std::string sha256_hex(const std::string& bytes) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(bytes.data(), bytes.size(), digest, &len, EVP_sha256(), nullptr);
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string result;
+  for (unsigned int i = 0; i < len; ++i) {
+    result.push_back(hex[digest[i] >> 4]);
+    result.push_back(hex[digest[i] & 0xf]);
+  }
+  return result;
+}
+
+} // namespace recoverd

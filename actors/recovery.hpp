@@ -1,0 +1,192 @@
+#pragma once
+
+/// The process-level recovery state machine of reference §5, as a readable
+/// transition table of (state, event) -> (next state, entry action). Pure:
+/// `step` takes the job's state, one input and the configured waits, and
+/// returns the machine's new sub-state plus what it wants written, without
+/// any I/O. Waits become absolute deadlines in the state; signals to the agent
+/// become an outbox in the state; the job actor performs both.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <caf/expected.hpp>
+
+#include "actors/config.hpp"
+#include "actors/types.hpp"
+
+namespace recoverd {
+
+/// One ReportRecoverStatus (or ReportStopComplete) as the machine keeps it.
+struct recover_report {
+  int32_t code = 0;
+  std::string strategy;
+  std::vector<std::string> isolate_ranks;
+};
+
+/// The recovery machine's part of a job's state.
+struct recovery {
+  /// Reference state name; "INIT" when idle.
+  std::string state = "INIT";
+  /// The flow's uuid; empty when idle.
+  std::string uuid;
+  /// Fault caches: global rank -> type ("1" normal; "0"/"2" retry faults).
+  std::map<std::string, std::string> faults;
+  /// Pod ranks holding faults.
+  std::set<int32_t> fault_pods;
+  /// Strategies the agent reported for this flow.
+  std::vector<std::string> agent_strategies;
+  /// Strategies decided in this flow, in order.
+  std::vector<std::string> decided;
+  /// Results the agent reported in this flow, in order.
+  std::vector<recover_report> results;
+  /// The signal the current Notify state delivers; empty when none.
+  std::optional<process_signal> outbox;
+  /// Absolute deadline of the current wait (Unix ms); 0 when none.
+  int64_t deadline_ms = 0;
+  /// The event the machine receives at the deadline.
+  std::string deadline_event;
+  /// The reference's PodGroup label `process-recover-enable`.
+  std::string label;
+  /// The reset document's retry counter (reference §13 RetryTime).
+  int32_t retry_time = 0;
+  /// The reset document (`reset.json`) as the reference would write it.
+  std::string reset_json;
+  /// Hex SHA-256 of `reset_json` (the reference's `checkCode`).
+  std::string reset_check;
+  /// When the current flow began (Unix ms); 0 when idle.
+  int64_t flow_started_ms = 0;
+  /// Job health from the last fault: Healthy, SubHealthy or UnHealthy.
+  std::string health = "Healthy";
+  /// Flows completed so far (any outcome).
+  uint64_t flows = 0;
+  /// How the last flow ended, e.g. "recover-success", "killed".
+  std::string last_outcome;
+  /// Pod uids when the flow began (pod rank -> uid), to see rescheduling.
+  std::map<int32_t, std::string> origin_uids;
+  /// End of a polled wait (reschedule, job-level fallback); 0 when none.
+  int64_t wait_until_ms = 0;
+  /// The decided strategy whose signal waits for a delay (HCCL convergence).
+  std::string pending_strategy;
+};
+
+/// An input of the machine.
+struct flow_input {
+  /// Event name of reference §5.2 (faultOccur, receiveReport, notifySuccess,
+  /// notifyFail, receiveTimeout, ...), or "faultAbsorbed" / "jobChanged".
+  std::string name;
+  /// When the input was decided (Unix ms).
+  int64_t now_ms = 0;
+  /// A uuid to use if the step starts a new flow or signal.
+  std::string fresh_uuid;
+  /// faultOccur / faultAbsorbed: the faults.
+  std::vector<fault_rank> faults;
+  /// receiveReport of ReportRecoverStrategy: the strategies.
+  std::vector<std::string> strategies;
+  /// receiveReport of ReportStopComplete / ReportRecoverStatus.
+  recover_report report;
+  /// Which RPC a receiveReport came from: "stop", "strategy", "status".
+  std::string report_kind;
+  /// notify results: the signal that was delivered.
+  std::optional<process_signal> delivered;
+};
+
+/// What one step produced.
+struct flow_step {
+  /// The input's name.
+  std::string input;
+  /// States entered, in order (the first is the state before the step).
+  std::vector<std::string> path;
+  /// The machine's state after the step.
+  recovery after;
+  /// Annotations recoverd writes (e.g. ProcessRecoverStatus).
+  string_map annotations;
+  /// The signal this step delivered (notify results), if any.
+  std::optional<process_signal> delivered;
+  /// Signals to send once, without waiting for their delivery (reference:
+  /// "send result ignored"), e.g. the dump-exit after a dump.
+  std::vector<process_signal> side_signals;
+  /// The input's faults, strategies and report, for the record.
+  std::vector<fault_rank> faults;
+  std::vector<std::string> strategies;
+  recover_report report;
+  std::string report_kind;
+};
+
+/// Names of the reference's states used here.
+namespace st {
+constexpr const char* init = "INIT";
+constexpr const char* notify_wait_fault_flushing = "NotifyWaitFaultFlushingState";
+constexpr const char* notify_stop_train = "NotifyStopTrainState";
+constexpr const char* wait_stop_complete = "WaitReportStopCompleteState";
+constexpr const char* wait_fault_flush_finished = "WaitFaultFlushFinishedState";
+constexpr const char* notify_global_fault = "NotifyGlobalFaultState";
+constexpr const char* wait_recover_strategy = "WaitReportRecoverStrategyState";
+constexpr const char* notify_decided_strategy = "NotifyDecidedStrategyState";
+constexpr const char* wait_step_retry_status = "WaitReportStepRetryStatusState";
+constexpr const char* wait_process_recover_status
+  = "WaitReportProcessRecoverStatusState";
+constexpr const char* wait_dump_status = "WaitReportDumpStatusState";
+constexpr const char* check_recover_result = "CheckRecoverResultState";
+constexpr const char* kill_pod_for_unrecoverable_retry
+  = "KillPodForUnrecoverableRetryState";
+constexpr const char* listen_schedule_result = "ListenScheduleResultState";
+constexpr const char* notify_restart_all_process = "NotifyRestartAllProcessState";
+constexpr const char* wait_restart_all_process = "WaitRestartAllProcessState";
+constexpr const char* fault_clear = "FaultClearState";
+constexpr const char* fault_retry = "FaultRetryState";
+constexpr const char* notify_kill_job = "NotifyKillJobState";
+constexpr const char* notify_dump = "NotifyDumpState";
+} // namespace st
+
+/// One row of the transition table.
+struct transition {
+  const char* from;
+  const char* event;
+  const char* to;
+};
+
+/// The transition table, in reference order (R1..R46), for documentation and
+/// the table-driven test.
+const std::vector<transition>& transitions();
+
+/// Runs one input through the machine. Fails with `unexpected_report` when
+/// the current state has no rule for the input (nothing changes then).
+/// @param spec The job's spec (topology and configured strategies).
+/// @param init The configuration captured at Init.
+[[nodiscard]] caf::expected<flow_step>
+step(const recovery& current, const job_spec& spec, const init_config& init,
+     const flow_input& in, const timeouts& waits);
+
+/// What a ReportProcessFault with `faults` is for the machine: "faultOccur"
+/// (starts a flow), "faultAbsorbed" (joins the running flow) or "preExit"
+/// (retry faults of a job without step retry: tell the agent, start
+/// nothing). Fails on an unknown rank or fault type, naming the field.
+[[nodiscard]] caf::expected<std::string>
+classify_process_fault(const recovery& current, const job_spec& spec,
+                       const init_config& init,
+                       const std::vector<fault_rank>& faults);
+
+/// The event a delivered signal produces (reference §2.4), or "" for none.
+std::string send_result_event(const process_signal& sig);
+
+/// The reset document for `op` ("clear", "notifyFaultFlushing", "fault",
+/// "restartAllProcess"): Go's JSON encoding of the reference's struct, byte
+/// for byte. `ranks` are used by "fault".
+std::string reset_document(const std::string& op,
+                           const std::vector<int64_t>& ranks,
+                           int64_t update_time_s, int32_t retry_time,
+                           bool restart_fault_process);
+
+/// Hex SHA-256 of `bytes`.
+std::string sha256_hex(const std::string& bytes);
+
+/// The waiting state's expected report kind ("stop", "strategy", "status"),
+/// or "" when the state waits for no report.
+std::string expected_report(const std::string& state);
+
+} // namespace recoverd
