@@ -1,0 +1,436 @@
+#include <doctest/doctest.h>
+
+#include "actors/error.hpp"
+#include "actors/job_model.hpp"
+#include "actors/recovery.hpp"
+#include "fixtures/jobs.hpp"
+
+using namespace recoverd;
+
+namespace {
+
+timeouts fast_waits() {
+  timeouts w;
+  w.fault_flush = millis{0};
+  w.resource_release = millis{0};
+  w.hccl_convergence = millis{0};
+  w.restart_all = millis{0};
+  return w;
+}
+
+struct machine {
+  job_spec spec = test::make_job("j");
+  init_config init;
+  recovery rec;
+  timeouts waits = fast_waits();
+  int64_t now = 1'000'000;
+  std::vector<std::string> last_path;
+  string_map last_annotations;
+  std::vector<process_signal> last_side;
+
+  explicit machine(std::vector<std::string> strategies = {"recover", "dump"}) {
+    spec.recover_strategies = std::move(strategies);
+    init = make_init_config(spec);
+  }
+
+  caf::expected<flow_step> raw(flow_input in) {
+    in.now_ms = now;
+    if (in.fresh_uuid.empty())
+      in.fresh_uuid = "UUID-" + std::to_string(now);
+    return step(rec, spec, init, in, waits);
+  }
+
+  // Feeds an input that must be accepted.
+  void feed(flow_input in) {
+    auto s = raw(std::move(in));
+    REQUIRE_MESSAGE(s, (s ? "" : message_of(s.error())));
+    rec = s->after;
+    last_path = s->path;
+    last_annotations = s->annotations;
+    last_side = s->side_signals;
+    ++now;
+  }
+
+  void fault(std::vector<fault_rank> faults, const std::string& name = "faultOccur") {
+    flow_input in;
+    in.name = name;
+    in.faults = std::move(faults);
+    feed(in);
+  }
+
+  // Confirms delivery of the outbox signal.
+  process_signal deliver() {
+    REQUIRE(rec.outbox.has_value());
+    auto sig = *rec.outbox;
+    flow_input in;
+    in.name = send_result_event(sig);
+    in.delivered = sig;
+    feed(in);
+    return sig;
+  }
+
+  void report(const std::string& kind, int code = 0,
+              const std::string& strategy = "",
+              std::vector<std::string> strategies = {}) {
+    flow_input in;
+    in.name = "receiveReport";
+    in.report_kind = kind;
+    in.report.code = code;
+    in.report.strategy = strategy;
+    in.strategies = std::move(strategies);
+    feed(in);
+  }
+
+  // Runs a normal fault on rank 8 up to the strategy wait.
+  void up_to_strategy_wait() {
+    fault({{"8", "1"}});
+    deliver(); // stopTrain
+    report("stop");
+    deliver(); // globalFault
+    REQUIRE(rec.state == st::wait_recover_strategy);
+  }
+};
+
+} // namespace
+
+TEST_CASE("every row of the transition table is reachable and lands where "
+          "the table says") {
+  for (const auto& t : transitions()) {
+    CAPTURE(t.from);
+    CAPTURE(t.event);
+    machine m{{"retry", "recover", "dump"}};
+    m.rec.state = t.from;
+    m.rec.uuid = "U";
+    m.rec.faults = {{"8", "1"}};
+    m.rec.fault_pods = {1};
+    m.rec.agent_strategies = {"recover", "dump"};
+    m.rec.decided = {"recover"};
+    m.rec.results = {{0, "recover", {}}};
+    m.rec.wait_until_ms = m.now - 1;
+    flow_input in;
+    in.name = t.event;
+    in.report_kind = expected_report(t.from);
+    auto s = m.raw(in);
+    REQUIRE_MESSAGE(s, (s ? "" : message_of(s.error())));
+    if (std::string{t.from} != t.to) {
+      REQUIRE(s->path.size() >= 2);
+      CHECK(s->path[1] == t.to);
+    }
+  }
+}
+
+TEST_CASE("inputs a state does not wait for are refused and change nothing") {
+  machine m;
+  flow_input in;
+  in.name = "receiveReport";
+  in.report_kind = "status";
+  auto s = m.raw(in);
+  REQUIRE_FALSE(s);
+  CHECK(errc_of(s.error()) == errc::unexpected_report);
+  m.up_to_strategy_wait();
+  in.report_kind = "stop";
+  s = m.raw(in);
+  REQUIRE_FALSE(s);
+  CHECK(message_of(s.error()).find(st::wait_recover_strategy)
+        != std::string::npos);
+  in.name = "faultOccur";
+  CHECK_FALSE(m.raw(in));
+}
+
+TEST_CASE("a normal fault: stopTrain, then globalFault over the whole pod") {
+  machine m;
+  m.fault({{"8", "1"}});
+  CHECK(m.rec.state == st::notify_stop_train);
+  REQUIRE(m.rec.outbox);
+  auto stop = *m.rec.outbox;
+  CHECK(stop.signal_type == "stopTrain");
+  CHECK(stop.actions == std::vector<std::string>{"stop_train"});
+  CHECK_FALSE(stop.uuid.empty());
+  REQUIRE(stop.fault_ranks.size() == 1);
+  CHECK(stop.fault_ranks[0].rank_id == "8");
+  CHECK(m.rec.reset_json.find("\"FaultFlushing\":true") != std::string::npos);
+  m.deliver();
+  CHECK(m.rec.state == st::wait_stop_complete);
+  CHECK(m.rec.deadline_event == "receiveTimeout");
+  m.report("stop");
+  REQUIRE(m.rec.outbox);
+  auto global = *m.rec.outbox;
+  CHECK(global.signal_type == "globalFault");
+  CHECK(global.uuid == stop.uuid);
+  CHECK(global.actions
+        == std::vector<std::string>{"on_global_rank", "fault_nodes_exit"});
+  REQUIRE(global.fault_ranks.size() == 8);
+  CHECK(global.fault_ranks.front().rank_id == "8");
+  CHECK(global.fault_ranks.back().rank_id == "15");
+  for (const auto& f : global.fault_ranks)
+    CHECK(f.fault_type == "1");
+  CHECK(global.node_rank_ids == std::vector<std::string>{"1"});
+  CHECK(m.rec.reset_json.find("\"RankId\":15") != std::string::npos);
+}
+
+TEST_CASE("stop-complete 404 kills the job") {
+  machine m;
+  m.fault({{"8", "1"}});
+  m.deliver();
+  m.report("stop", 404);
+  CHECK(m.rec.state == st::notify_kill_job);
+  REQUIRE(m.rec.outbox);
+  CHECK(m.rec.outbox->signal_type == "killMaster");
+  CHECK(m.rec.outbox->actions.empty());
+  m.deliver();
+  CHECK(m.rec.state == st::init);
+  CHECK(m.rec.last_outcome == "killed");
+  CHECK(m.rec.uuid.empty());
+}
+
+TEST_CASE("the strategy ladder: configured x agent-reported") {
+  struct row {
+    std::vector<std::string> configured;
+    std::vector<std::string> agent;
+    std::string expected;
+  };
+  std::vector<row> rows{
+    {{"recover", "dump"}, {"recover", "dump"}, "recover"},
+    {{"recover", "dump"}, {"dump"}, "dump"},
+    {{"recover", "dump"}, {}, "exit"},
+    {{"dump"}, {"recover", "dump"}, "dump"},
+    {{"recover"}, {"dump"}, "exit"},
+    {{}, {"recover", "dump", "retry"}, "exit"},
+    {{"retry", "recover"}, {"retry", "recover"}, "recover"}, // normal fault: no retry
+  };
+  for (const auto& r : rows) {
+    CAPTURE(r.expected);
+    machine m{r.configured};
+    m.fault({{"8", "1"}});
+    if (m.rec.state == st::notify_dump)
+      continue; // dump-only jobs take the dying-gasp path; tested below
+    m.deliver();
+    m.report("stop");
+    m.deliver();
+    m.report("strategy", 0, "", r.agent);
+    REQUIRE(m.rec.outbox);
+    CHECK(m.rec.outbox->signal_type == "changeStrategy");
+    CHECK(m.rec.outbox->change_strategy == r.expected);
+    CHECK(m.rec.outbox->actions == std::vector<std::string>{"change_strategy"});
+  }
+}
+
+TEST_CASE("retry faults: global fault lists the retry ranks; type 2 gives "
+          "timeout 33; agent without retry gets dump or exit") {
+  for (auto type : {"0", "2"}) {
+    CAPTURE(type);
+    machine m{{"retry", "recover", "dump"}};
+    m.fault({{"3", type}});
+    m.deliver();
+    m.report("stop");
+    REQUIRE(m.rec.outbox);
+    CHECK(m.rec.outbox->signal_type == "globalFault");
+    CHECK(m.rec.outbox->actions == std::vector<std::string>{"on_global_rank"});
+    REQUIRE(m.rec.outbox->fault_ranks.size() == 1);
+    CHECK(m.rec.outbox->fault_ranks[0].fault_type == type);
+    CHECK(m.rec.outbox->timeout == (std::string{type} == "2" ? 33 : 0));
+    m.deliver();
+    m.report("strategy", 0, "", {"retry", "recover", "dump"});
+    CHECK(m.rec.outbox->change_strategy == "retry");
+    REQUIRE(m.rec.outbox->fault_ranks.size() == 1);
+    CHECK(m.rec.outbox->fault_ranks[0].rank_id == "3");
+  }
+  machine m{{"retry", "recover", "dump"}};
+  m.fault({{"3", "0"}});
+  m.deliver();
+  m.report("stop");
+  m.deliver();
+  m.report("strategy", 0, "", {"recover", "dump"});
+  CHECK(m.rec.outbox->change_strategy == "dump");
+  machine n{{"retry", "recover"}};
+  n.fault({{"3", "0"}});
+  n.deliver();
+  n.report("stop");
+  n.deliver();
+  n.report("strategy", 0, "", {"recover"});
+  CHECK(n.rec.outbox->change_strategy == "exit");
+}
+
+TEST_CASE("result check: retry 405 goes round again with normal faults; 406 "
+          "never recovers") {
+  machine m{{"retry", "recover", "dump"}};
+  m.fault({{"3", "0"}});
+  m.deliver();
+  m.report("stop");
+  m.deliver();
+  m.report("strategy", 0, "", {"retry", "recover", "dump"});
+  m.deliver();
+  CHECK(m.rec.state == st::wait_step_retry_status);
+  m.report("status", 405, "retry");
+  CHECK(m.last_annotations.at("ProcessRecoverStatus") == "retry-failed");
+  REQUIRE(m.rec.outbox);
+  CHECK(m.rec.outbox->signal_type == "globalFault");
+  REQUIRE(m.rec.outbox->fault_ranks.size() == 8);
+  CHECK(m.rec.outbox->fault_ranks[0].fault_type == "1");
+  m.deliver();
+  m.report("strategy", 0, "", {"retry", "recover", "dump"});
+  CHECK(m.rec.outbox->change_strategy == "recover");
+
+  machine k{{"retry", "recover", "dump"}};
+  k.fault({{"3", "0"}});
+  k.deliver();
+  k.report("stop");
+  k.deliver();
+  k.report("strategy", 0, "", {"retry", "recover", "dump"});
+  k.deliver();
+  k.report("status", 406, "retry");
+  REQUIRE(k.rec.outbox);
+  CHECK(k.rec.outbox->change_strategy == "dump");
+  machine q{{"retry", "recover", "dump"}};
+  q.fault({{"3", "0"}});
+  q.deliver();
+  q.report("stop");
+  q.deliver();
+  q.report("strategy", 0, "", {"retry", "recover", "dump"});
+  q.deliver();
+  q.report("status", 499, "retry");
+  CHECK(q.rec.outbox->change_strategy == "exit");
+}
+
+TEST_CASE("recover success and failure") {
+  machine m;
+  m.up_to_strategy_wait();
+  m.report("strategy", 0, "", {"recover", "dump"});
+  m.deliver();
+  CHECK(m.rec.state == st::wait_process_recover_status);
+  m.report("status", 0, "recover");
+  CHECK(m.rec.state == st::init);
+  CHECK(m.last_annotations.at("ProcessRecoverStatus") == "recover-success");
+  CHECK(m.rec.last_outcome == "recover-success");
+  CHECK(m.rec.flows == 1);
+  CHECK(m.rec.reset_json.find("\"RankList\":[]") != std::string::npos);
+
+  machine f;
+  f.up_to_strategy_wait();
+  f.report("strategy", 0, "", {"recover", "dump"});
+  f.deliver();
+  f.report("status", 1, "recover");
+  CHECK(f.last_annotations.at("ProcessRecoverStatus") == "recover-failed");
+  REQUIRE(f.rec.outbox);
+  CHECK(f.rec.outbox->change_strategy == "dump");
+}
+
+TEST_CASE("dump then exit: dump_exit, reschedule, restart-all, fallback") {
+  machine m;
+  m.up_to_strategy_wait();
+  m.report("strategy", 0, "", {"dump"});
+  m.deliver();
+  CHECK(m.rec.state == st::wait_dump_status);
+  m.report("status", 0, "dump");
+  CHECK(m.last_annotations.at("ProcessRecoverStatus") == "dump-success");
+  REQUIRE(m.last_side.size() == 1);
+  CHECK(m.last_side[0].change_strategy == "exit");
+  CHECK(m.last_side[0].extra_params == "dump_exit");
+  CHECK(m.last_side[0].node_rank_ids == std::vector<std::string>{"1"});
+  CHECK(m.rec.state == st::listen_schedule_result);
+  MESSAGE("the platform replaces pod 1");
+  m.spec.pods[1].uid = "new-uid";
+  flow_input changed;
+  changed.name = "jobChanged";
+  m.feed(changed);
+  CHECK(m.rec.retry_time == 1);
+  CHECK(m.rec.state == st::fault_retry);
+  CHECK(m.rec.label == "pause");
+  CHECK(m.rec.deadline_event == "fallbackCheck");
+  flow_input check;
+  check.name = "fallbackCheck";
+  m.feed(check);
+  CHECK(m.rec.state == st::init);
+  CHECK(m.rec.label == "on");
+  CHECK(m.rec.last_outcome == "job-level-fallback");
+}
+
+TEST_CASE("every wait has a deadline") {
+  machine m;
+  m.fault({{"8", "1"}});
+  CHECK(m.rec.deadline_ms > 0); // stopTrain nobody takes
+  CHECK(m.rec.deadline_event == "notifyFail");
+  flow_input timeout;
+  timeout.name = "notifyFail";
+  m.feed(timeout);
+  CHECK(m.rec.state == st::fault_retry);
+  CHECK(m.last_path[1] == st::fault_clear);
+  MESSAGE("the job never runs again: kill");
+  m.spec.pods[0].running = false;
+  m.now = m.rec.wait_until_ms + 1;
+  flow_input check;
+  check.name = "fallbackCheck";
+  m.feed(check);
+  CHECK(m.rec.state == st::notify_kill_job);
+  CHECK(m.rec.deadline_event == "finish");
+  flow_input give_up;
+  give_up.name = "finish";
+  m.feed(give_up);
+  CHECK(m.rec.state == st::init);
+}
+
+TEST_CASE("faults during a flow are absorbed, not restarted") {
+  machine m;
+  m.up_to_strategy_wait();
+  auto uuid = m.rec.uuid;
+  m.fault({{"2", "1"}}, "faultAbsorbed");
+  CHECK(m.rec.state == st::wait_recover_strategy);
+  CHECK(m.rec.uuid == uuid);
+  m.report("strategy", 0, "", {"recover"});
+  REQUIRE(m.rec.outbox);
+  bool has_two = false;
+  for (const auto& f : m.rec.outbox->fault_ranks)
+    has_two = has_two || f.rank_id == "2";
+  CHECK(has_two);
+}
+
+TEST_CASE("ReportProcessFault classification and validation") {
+  machine m{{"recover"}};
+  auto k = classify_process_fault(m.rec, m.spec, m.init, {{"8", "1"}});
+  REQUIRE(k);
+  CHECK(*k == "faultOccur");
+  k = classify_process_fault(m.rec, m.spec, m.init, {{"8", "0"}});
+  REQUIRE(k);
+  CHECK(*k == "preExit");
+  machine r{{"retry"}};
+  k = classify_process_fault(r.rec, r.spec, r.init, {{"8", "0"}});
+  REQUIRE(k);
+  CHECK(*k == "faultOccur");
+  k = classify_process_fault(m.rec, m.spec, m.init, {{"99", "1"}});
+  REQUIRE_FALSE(k);
+  CHECK(message_of(k.error()).find("faultRanks[0].rankId") != std::string::npos);
+  k = classify_process_fault(m.rec, m.spec, m.init, {{"eight", "1"}});
+  CHECK_FALSE(k);
+  k = classify_process_fault(m.rec, m.spec, m.init, {{"8", "7"}});
+  REQUIRE_FALSE(k);
+  CHECK(message_of(k.error()).find("faultType") != std::string::npos);
+  m.rec.state = st::wait_recover_strategy;
+  k = classify_process_fault(m.rec, m.spec, m.init, {{"8", "1"}});
+  REQUIRE(k);
+  CHECK(*k == "faultAbsorbed");
+}
+
+TEST_CASE("the reset document is Go's JSON and checkCode its SHA-256") {
+  CHECK(sha256_hex("abc")
+        == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  auto doc = reset_document("fault", {8, 9}, 1700000000, 2, false);
+  CHECK(doc
+        == R"({"RankList":[{"RankId":8,"LogicId":0,"Status":"fault","Policy":"","InitialPolicy":"","ErrorCode":null,"ErrorCodeHex":""},{"RankId":9,"LogicId":0,"Status":"fault","Policy":"","InitialPolicy":"","ErrorCode":null,"ErrorCodeHex":""}],"UpdateTime":1700000000,"RetryTime":2,"FaultFlushing":false,"GracefulExit":0,"RestartFaultProcess":false})");
+  CHECK(reset_document("notifyFaultFlushing", {}, 5, 0, false)
+        == R"({"RankList":[],"UpdateTime":5,"RetryTime":0,"FaultFlushing":true,"GracefulExit":0,"RestartFaultProcess":false})");
+}
+
+TEST_CASE("send results map as the reference's handleSendResult") {
+  process_signal s;
+  s.signal_type = "keep-alive";
+  CHECK(send_result_event(s).empty());
+  s.signal_type = "killMaster";
+  CHECK(send_result_event(s) == "finish");
+  s.signal_type = "stopTrain";
+  CHECK(send_result_event(s) == "notifySuccess");
+  s.signal_type = "changeStrategy";
+  s.change_strategy = "recover";
+  CHECK(send_result_event(s) == "notifyRecoverStrategySuccess");
+  s.extra_params = "dump_exit";
+  CHECK(send_result_event(s).empty());
+}

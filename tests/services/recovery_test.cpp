@@ -1,0 +1,293 @@
+// Conformance of the recovery flow over real gRPC, with the agent library
+// (reference §14 behaviours, adapted to the Platform API).
+
+#include <doctest/doctest.h>
+
+#include <grpcpp/grpcpp.h>
+
+#include "actors/error.hpp"
+#include "agent.hpp"
+#include "fixtures/temp_dir.hpp"
+#include "platform.grpc.pb.h"
+#include "services/app.hpp"
+#include "storage/event_codec.hpp"
+#include "storage/event_log.hpp"
+
+using namespace recoverd;
+namespace pb = recoverd::platform::v1;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct flow_fixture {
+  test::temp_dir dir;
+  std::unique_ptr<app> daemon;
+  std::unique_ptr<pb::Platform::Stub> platform;
+  std::unique_ptr<agent::client> agent;
+
+  explicit flow_fixture(std::vector<std::string> strategies = {"recover", "dump"},
+                        millis report = 5s, millis notify = 5s) {
+    app_options opts;
+    opts.listen = "127.0.0.1:0";
+    opts.data_dir = dir / "db";
+    auto& w = opts.registry.job.waits;
+    w.report = report;
+    w.notify = notify;
+    w.fault_flush = 0ms;
+    w.resource_release = 0ms;
+    w.hccl_convergence = 0ms;
+    w.restart_all = 0ms;
+    w.exit_reschedule = 100ms;
+    w.job_fallback = 2s;
+    w.poll = 20ms;
+    auto x = app::start(opts);
+    REQUIRE_MESSAGE(x, (x ? "" : message_of(x.error())));
+    daemon = std::move(*x);
+    platform = pb::Platform::NewStub(grpc::CreateChannel(
+      daemon->address(), grpc::InsecureChannelCredentials()));
+    put(strategies);
+    agent = std::make_unique<agent::client>(daemon->address(), "job");
+    REQUIRE(agent->init_clusterd().code() == 0);
+    agent->start_subscribe();
+    // Wait until the stream is attached.
+    for (int i = 0; i < 200 && !status().subscribed(); ++i)
+      std::this_thread::sleep_for(5ms);
+    REQUIRE(status().subscribed());
+  }
+
+  ~flow_fixture() {
+    agent.reset();
+  }
+
+  void put(const std::vector<std::string>& strategies,
+           const std::string& uid1 = "uid-1") {
+    pb::PutJobRequest req;
+    auto* spec = req.mutable_spec();
+    spec->set_jobid("job");
+    spec->set_name("train");
+    spec->set_processrecoverenable(true);
+    for (const auto& s : strategies)
+      spec->add_recoverstrategies(s);
+    for (int p = 0; p < 2; ++p) {
+      auto* pod = spec->add_pods();
+      pod->set_podrank(p);
+      pod->set_uid(p == 0 ? "uid-0" : uid1);
+      pod->set_nodename("node-" + std::to_string(p));
+      pod->set_running(true);
+      for (int d = 0; d < 8; ++d) {
+        auto* dev = pod->add_devices();
+        dev->set_deviceid(std::to_string(d));
+        dev->set_rankid(std::to_string(p * 8 + d));
+      }
+    }
+    pb::PutJobResponse resp;
+    grpc::ClientContext c;
+    auto st = platform->PutJob(&c, req, &resp);
+    REQUIRE_MESSAGE(st.ok(), st.error_message());
+  }
+
+  pb::JobStatus status() {
+    pb::JobRef ref;
+    ref.set_jobid("job");
+    pb::JobStatus resp;
+    grpc::ClientContext c;
+    REQUIRE(platform->GetJob(&c, ref, &resp).ok());
+    return resp;
+  }
+
+  ::ProcessManageSignal expect(const std::string& type,
+                               const std::string& strategy = "") {
+    auto sig = agent->next_signal(5s);
+    REQUIRE_MESSAGE(sig.has_value(), "no signal, wanted " << type);
+    CHECK(sig->signaltype() == type);
+    if (!strategy.empty())
+      CHECK(sig->changestrategy() == strategy);
+    return *sig;
+  }
+
+  void wait_state(const std::string& state) {
+    for (int i = 0; i < 400; ++i) {
+      if (status().recoverystate() == state)
+        return;
+      std::this_thread::sleep_for(10ms);
+    }
+    CHECK(status().recoverystate() == state);
+  }
+
+  // fault on rank 8 -> stopTrain -> stop complete -> globalFault
+  ::ProcessManageSignal up_to_global_fault() {
+    auto st = agent->report_process_fault({{"8", "1"}});
+    CHECK(st.code() == 0);
+    CHECK(st.info() == "receive ReportProcessFault");
+    auto stop = expect("stopTrain");
+    auto ack = agent->report_stop_complete(0);
+    CHECK(ack.code() == 0);
+    CHECK(ack.info().find("receive ReportStopComplete") != std::string::npos);
+    auto global = expect("globalFault");
+    CHECK(global.uuid() == stop.uuid());
+    return global;
+  }
+};
+
+bool has_rank(const ::ProcessManageSignal& sig, const std::string& rank) {
+  for (const auto& f : sig.faultranks())
+    if (f.rankid() == rank)
+      return true;
+  return false;
+}
+
+} // namespace
+
+TEST_CASE("B11/B13/B15/B17: fault -> stop -> global fault -> recover -> "
+          "success, every step in the log") {
+  flow_fixture fx;
+  auto global = fx.up_to_global_fault();
+  CHECK(global.faultranks_size() == 8);
+  CHECK(global.noderankids_size() == 1);
+  CHECK(global.noderankids(0) == "1");
+  REQUIRE(global.actions_size() == 2);
+  CHECK(global.actions(1) == "fault_nodes_exit");
+  CHECK(fx.agent->report_recover_strategy({"recover", "dump"}).code() == 0);
+  auto change = fx.expect("changeStrategy", "recover");
+  CHECK(change.uuid() == global.uuid());
+  CHECK(fx.agent->report_recover_status(0, "recover").code() == 0);
+  fx.wait_state("INIT");
+  auto status = fx.status();
+  CHECK(status.spec().annotations().at("ProcessRecoverStatus")
+        == "recover-success");
+  CHECK(status.subscribed()); // design §4.1: the stream stays open
+  CHECK(fx.agent->subscriptions() == 1);
+  MESSAGE("the log holds every signal sent and every report received");
+  auto events = fx.daemon->log().read("job", 1, 1000);
+  REQUIRE(events);
+  std::vector<std::string> delivered;
+  std::vector<std::string> reports;
+  for (const auto& e : *events) {
+    auto ev = storage::decode_event(e.bytes);
+    REQUIRE(ev);
+    if (const auto* f = std::get_if<flow_stepped>(&ev->body)) {
+      if (f->delivered)
+        delivered.push_back(f->delivered->signal_type + ":"
+                            + f->delivered->change_strategy);
+      if (f->input == "receiveReport")
+        reports.push_back(f->report_kind);
+    }
+  }
+  CHECK(delivered
+        == std::vector<std::string>{"stopTrain:", "globalFault:",
+                                    "changeStrategy:recover"});
+  CHECK(reports == std::vector<std::string>{"stop", "strategy", "status"});
+}
+
+TEST_CASE("B14: stop-complete 404 sends killMaster and ends the flow") {
+  flow_fixture fx;
+  fx.agent->report_process_fault({{"8", "1"}});
+  fx.expect("stopTrain");
+  fx.agent->report_stop_complete(404);
+  fx.expect("killMaster");
+  fx.wait_state("INIT");
+}
+
+TEST_CASE("B16/B18/B19: dump path, then exit with dump_exit") {
+  flow_fixture fx;
+  fx.up_to_global_fault();
+  fx.agent->report_recover_strategy({"dump"});
+  fx.expect("changeStrategy", "dump");
+  fx.agent->report_recover_status(0, "dump");
+  auto exit = fx.expect("changeStrategy", "exit");
+  CHECK(exit.extraparams() == "dump_exit");
+  auto status = fx.status();
+  CHECK(status.spec().annotations().at("ProcessRecoverStatus")
+        == "dump-success");
+}
+
+TEST_CASE("B20 (job-level fallback): after exit the label goes to pause and "
+          "back to on once the job runs") {
+  flow_fixture fx;
+  fx.up_to_global_fault();
+  fx.agent->report_recover_strategy({});
+  fx.expect("changeStrategy", "exit");
+  fx.wait_state("INIT");
+  auto status = fx.status();
+  CHECK(status.spec().annotations().at("ProcessRecoverStatus")
+        == "exit-completed");
+  CHECK(status.processrecoverlabel() == "on");
+}
+
+TEST_CASE("B26: a fault during a flow is absorbed, no second stopTrain") {
+  flow_fixture fx;
+  fx.up_to_global_fault();
+  auto st = fx.agent->report_process_fault({{"2", "1"}});
+  CHECK(st.code() == 0);
+  fx.agent->report_recover_strategy({"recover"});
+  auto change = fx.expect("changeStrategy", "recover");
+  CHECK(has_rank(change, "2"));
+}
+
+TEST_CASE("design 4.2: an unexpected report is answered 401 at once") {
+  flow_fixture fx;
+  auto st = fx.agent->report_recover_status(0, "recover");
+  CHECK(st.code() == 401);
+  CHECK(st.info().find("not expected in state INIT") != std::string::npos);
+  st = fx.agent->report_stop_complete(0);
+  CHECK(st.code() == 401);
+  CHECK(fx.status().recoverystate() == "INIT");
+}
+
+TEST_CASE("B7 and bad input: unregistered 400; missing status, unknown rank "
+          "or type refused") {
+  flow_fixture fx;
+  agent::client ghost{fx.daemon->address(), "ghost"};
+  CHECK(ghost.report_stop_complete(0).code() == 400);
+  CHECK(ghost.report_process_fault({{"1", "1"}}).code() == 400);
+  CHECK(ghost.report_recover_strategy({}).info() == "jobId=ghost not registed");
+  ::StopCompleteRequest no_status;
+  no_status.set_jobid("job");
+  ::Status resp;
+  grpc::ClientContext c1;
+  auto gst = fx.agent->stub().ReportStopComplete(&c1, no_status, &resp);
+  CHECK(gst.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(fx.agent->report_process_fault({{"99", "1"}}).code() == -1);
+  CHECK(fx.agent->report_process_fault({{"8", "x"}}).code() == -1);
+  CHECK(fx.status().recoverystate() == "INIT");
+}
+
+TEST_CASE("design 4.3: a signal nobody picks up times out instead of "
+          "hanging") {
+  flow_fixture fx{{"recover", "dump"}, 5s, 300ms};
+  fx.agent->stop();
+  for (int i = 0; i < 200 && fx.status().subscribed(); ++i)
+    std::this_thread::sleep_for(5ms);
+  REQUIRE_FALSE(fx.status().subscribed());
+  CHECK(fx.agent->report_process_fault({{"8", "1"}}).code() == 0);
+  // stopTrain cannot be delivered -> notify timeout -> fault clear ->
+  // job-level fallback -> the job runs -> INIT.
+  fx.wait_state("INIT");
+  auto status = fx.status();
+  CHECK(status.processrecoverlabel() == "on");
+}
+
+TEST_CASE("B25: a report that never comes times out into the fallback") {
+  flow_fixture fx{{"recover", "dump"}, 300ms, 5s};
+  fx.agent->report_process_fault({{"8", "1"}});
+  fx.expect("stopTrain");
+  // no ReportStopComplete
+  fx.wait_state("INIT");
+}
+
+TEST_CASE("design 4.1: a new subscriber gets the pending signal with its "
+          "original uuid") {
+  flow_fixture fx{{"recover", "dump"}, 5s, 5s};
+  fx.agent->stop();
+  for (int i = 0; i < 200 && fx.status().subscribed(); ++i)
+    std::this_thread::sleep_for(5ms);
+  fx.agent->report_process_fault({{"8", "1"}});
+  CHECK(fx.status().recoverystate() == "NotifyStopTrainState");
+  agent::client second{fx.daemon->address(), "job"};
+  second.start_subscribe();
+  auto sig = second.next_signal(5s);
+  REQUIRE(sig);
+  CHECK(sig->signaltype() == "stopTrain");
+  CHECK_FALSE(sig->uuid().empty());
+  fx.wait_state("WaitReportStopCompleteState");
+}
