@@ -336,10 +336,33 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
       return ok_atom::value;
     },
     [=](faults_atom, job_device_faults& faults) -> caf::result<ok_atom> {
-      if (!self->state.model.exists)
-        return unknown(self->state.model);
-      return handle<ok_atom>(self, faults_cmd{std::move(faults)},
-                             [](const biz_status&) { return ok_atom::value; });
+      auto& st = self->state;
+      if (!st.model.exists)
+        return unknown(st.model);
+      auto before = st.model.device_faults;
+      auto d = decide(st.model, faults_cmd{std::move(faults)});
+      if (!d)
+        return d.error();
+      auto rp = self->make_response_promise<ok_atom>();
+      commit(
+        self, std::move(d->events),
+        [=]() mutable {
+          rp.deliver(ok_atom::value);
+          const auto& m = self->state.model;
+          if (!m.registered)
+            return;
+          // Reference §4.1: new faults start, join or pre-empt a flow.
+          auto [name, fresh] = fault_center_input(m.rec, m.spec, m.init,
+                                                  before, m.device_faults);
+          if (name.empty())
+            return;
+          flow_input in;
+          in.name = name;
+          in.faults = fresh;
+          feed_quietly(self, std::move(in));
+        },
+        [=](caf::error& err) mutable { rp.deliver(err); });
+      return rp;
     },
     [=](init_atom, client_info& client) -> caf::result<biz_status> {
       if (!self->state.model.exists)

@@ -439,6 +439,11 @@ job_status to_status(const job_model& state, bool subscribed) {
   result.updated_at_ms = state.updated_at_ms;
   result.device_faults = state.device_faults;
   result.health_state = state.health_state;
+  result.uuid = state.rec.uuid;
+  result.reset_json = state.rec.reset_json;
+  result.reset_check = state.rec.reset_check;
+  result.last_outcome = state.rec.last_outcome;
+  result.flows = state.rec.flows;
   return result;
 }
 

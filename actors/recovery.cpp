@@ -879,6 +879,70 @@ classify_process_fault(const recovery& current, const job_spec& spec,
   return std::string{c.support_retry() ? "faultOccur" : "preExit"};
 }
 
+namespace {
+
+std::map<std::string, std::string>
+wire_faults(const job_spec& spec, bool retry_allowed,
+            const std::vector<device_fault>& faults) {
+  std::map<std::string, std::string> result;
+  for (const auto& f : faults)
+    for (const auto& p : spec.pods) {
+      if (p.node_name != f.node_name)
+        continue;
+      for (const auto& d : p.devices) {
+        if (d.device_id != f.device_id)
+          continue;
+        std::string type = "1";
+        for (const auto& code : f.fault_codes) {
+          if (retry_allowed && code.find("80E01801") != std::string::npos)
+            type = "0";
+          else if (retry_allowed && code.find("8C1F860B") != std::string::npos)
+            type = "2";
+        }
+        auto& slot = result[d.rank_id];
+        if (slot.empty() || type == "1")
+          slot = type;
+      }
+    }
+  return result;
+}
+
+} // namespace
+
+std::pair<std::string, std::vector<fault_rank>>
+fault_center_input(const recovery& current, const job_spec& spec,
+                   const init_config& init,
+                   const std::vector<device_fault>& before,
+                   const std::vector<device_fault>& after) {
+  recovery scratch;
+  flow_input none;
+  flow_step sink;
+  timeouts waits;
+  ctx c{scratch, spec, init, none, waits, sink};
+  bool retry = c.support_retry();
+  auto old_faults = wire_faults(spec, retry, before);
+  std::vector<fault_rank> fresh;
+  bool normal = false;
+  for (const auto& [rank, type] : wire_faults(spec, retry, after)) {
+    auto i = old_faults.find(rank);
+    if (i != old_faults.end() && i->second == type)
+      continue;
+    fresh.push_back({rank, type});
+    normal = normal || type == "1";
+  }
+  std::sort(fresh.begin(), fresh.end(),
+            [](const auto& x, const auto& y) { return rank_less(x.rank_id, y.rank_id); });
+  if (fresh.empty())
+    return {};
+  // A flow is running: the faults join it (the reference would send a
+  // pre-exit mid-recovery, §15.10).
+  if (current.state != st::init)
+    return {"faultAbsorbed", fresh};
+  if (!retry || normal)
+    return {"preExit", fresh};
+  return {"faultOccur", fresh};
+}
+
 std::string send_result_event(const process_signal& sig) {
   const auto& t = sig.signal_type;
   if (t == "keep-alive" || t == "pauseStartAgent" || t == "preExitProcess")

@@ -171,6 +171,18 @@ classify_process_fault(const recovery& current, const job_spec& spec,
                        const init_config& init,
                        const std::vector<fault_rank>& faults);
 
+/// The fault-center path (reference §4.1): the faults of `after` that were
+/// not in `before` (a fault that persists is not raised again; one that
+/// clears and returns is), as ranks with wire types ("0" for 80E01801 and
+/// "2" for 8C1F860B when step retry is allowed, "1" otherwise), and what the
+/// machine does with them: "faultOccur", "faultAbsorbed", "preExit", or ""
+/// when nothing is new.
+std::pair<std::string, std::vector<fault_rank>>
+fault_center_input(const recovery& current, const job_spec& spec,
+                   const init_config& init,
+                   const std::vector<device_fault>& before,
+                   const std::vector<device_fault>& after);
+
 /// The event a delivered signal produces (reference §2.4), or "" for none.
 std::string send_result_event(const process_signal& sig);
 

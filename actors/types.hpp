@@ -169,6 +169,11 @@ struct job_status {
   int64_t updated_at_ms = 0;
   std::vector<device_fault> device_faults;
   std::string health_state;
+  std::string uuid;
+  std::string reset_json;
+  std::string reset_check;
+  std::string last_outcome;
+  uint64_t flows = 0;
 };
 
 /// The result of PutJob.
@@ -261,7 +266,8 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_status& x) {
   return f(caf::meta::type_name("job_status"), x.spec, x.inited, x.registered,
            x.subscribed, x.recovery_state, x.process_recover_label, x.last_seq,
-           x.created_at_ms, x.updated_at_ms, x.device_faults, x.health_state);
+           x.created_at_ms, x.updated_at_ms, x.device_faults, x.health_state,
+           x.uuid, x.reset_json, x.reset_check, x.last_outcome, x.flows);
 }
 
 template <class Inspector>

@@ -97,6 +97,11 @@ void to_proto(const job_status& x, pb::JobStatus& out) {
   for (const auto& f : x.device_faults)
     to_proto(f, *out.add_devicefaults());
   out.set_healthstate(x.health_state);
+  out.set_uuid(x.uuid);
+  out.set_resetjson(x.reset_json);
+  out.set_resetcheckcode(x.reset_check);
+  out.set_lastoutcome(x.last_outcome);
+  out.set_flows(x.flows);
 }
 
 void to_proto(const job_summary& x, pb::JobSummary& out) {

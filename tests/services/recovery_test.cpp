@@ -6,6 +6,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "actors/error.hpp"
+#include "actors/recovery.hpp"
 #include "agent.hpp"
 #include "fixtures/temp_dir.hpp"
 #include "platform.grpc.pb.h"
@@ -142,6 +143,11 @@ TEST_CASE("B11/B13/B15/B17: fault -> stop -> global fault -> recover -> "
           "success, every step in the log") {
   flow_fixture fx;
   auto global = fx.up_to_global_fault();
+  MESSAGE("B13: the reset document lists the whole pod, readable by GetJob");
+  auto during = fx.status();
+  CHECK(during.uuid() == global.uuid());
+  CHECK(during.resetjson().find("\"RankId\":8,") != std::string::npos);
+  CHECK(during.resetjson().find("\"RankId\":15,") != std::string::npos);
   CHECK(global.faultranks_size() == 8);
   CHECK(global.noderankids_size() == 1);
   CHECK(global.noderankids(0) == "1");
@@ -156,6 +162,11 @@ TEST_CASE("B11/B13/B15/B17: fault -> stop -> global fault -> recover -> "
   CHECK(status.spec().annotations().at("ProcessRecoverStatus")
         == "recover-success");
   CHECK(status.subscribed()); // design §4.1: the stream stays open
+  CHECK(status.lastoutcome() == "recover-success");
+  CHECK(status.flows() == 1);
+  CHECK(status.uuid().empty());
+  CHECK(status.resetjson().rfind("{\"RankList\":[]", 0) == 0);
+  CHECK(status.resetcheckcode() == sha256_hex(status.resetjson()));
   CHECK(fx.agent->subscriptions() == 1);
   MESSAGE("the log holds every signal sent and every report received");
   auto events = fx.daemon->log().read("job", 1, 1000);
@@ -290,4 +301,72 @@ TEST_CASE("design 4.1: a new subscriber gets the pending signal with its "
   CHECK(sig->signaltype() == "stopTrain");
   CHECK_FALSE(sig->uuid().empty());
   fx.wait_state("WaitReportStopCompleteState");
+}
+
+namespace {
+
+grpc::Status report_device_fault(flow_fixture& fx, const std::string& node,
+                                 const std::string& dev,
+                                 const std::string& code) {
+  pb::ReportDeviceFaultsRequest req;
+  auto* job = req.add_jobs();
+  job->set_jobid("job");
+  job->set_healthstate(code.empty() ? "Healthy" : "UnHealthy");
+  if (!code.empty()) {
+    auto* f = job->add_faults();
+    f->set_nodename(node);
+    f->set_deviceid(dev);
+    f->add_faultcodes(code);
+  }
+  pb::ReportDeviceFaultsResponse resp;
+  grpc::ClientContext c;
+  auto st = fx.platform->ReportDeviceFaults(&c, req, &resp);
+  if (st.ok() && resp.results_size() == 1 && !resp.results(0).accepted())
+    return {grpc::StatusCode::INVALID_ARGUMENT, resp.results(0).error()};
+  return st;
+}
+
+} // namespace
+
+TEST_CASE("B27: a new hardware fault from the fault center of a job without "
+          "retry sends preExitProcess and starts no flow") {
+  flow_fixture fx;
+  REQUIRE(report_device_fault(fx, "node-1", "2", "81078603").ok());
+  auto sig = fx.expect("preExitProcess");
+  REQUIRE(sig.actions_size() == 1);
+  CHECK(sig.actions(0) == "pre exit process");
+  REQUIRE(sig.noderankids_size() == 1);
+  CHECK(sig.noderankids(0) == "1");
+  REQUIRE(sig.faultranks_size() == 1);
+  CHECK(sig.faultranks(0).rankid() == "10");
+  CHECK(sig.faultranks(0).faulttype() == "1");
+  CHECK(fx.status().recoverystate() == "INIT");
+  MESSAGE("the same snapshot again raises nothing");
+  REQUIRE(report_device_fault(fx, "node-1", "2", "81078603").ok());
+  CHECK_FALSE(fx.agent->next_signal(200ms).has_value());
+  MESSAGE("cleared, then back: raised again");
+  REQUIRE(report_device_fault(fx, "", "", "").ok());
+  REQUIRE(report_device_fault(fx, "node-1", "2", "81078603").ok());
+  CHECK(fx.expect("preExitProcess").faultranks(0).rankid() == "10");
+}
+
+TEST_CASE("B21 via the fault center: a UCE fault of a retry job starts a "
+          "step-retry flow") {
+  flow_fixture fx{{"retry", "recover", "dump"}};
+  REQUIRE(report_device_fault(fx, "node-0", "3", "80E01801").ok());
+  auto stop = fx.expect("stopTrain");
+  REQUIRE(stop.faultranks_size() == 1);
+  CHECK(stop.faultranks(0).rankid() == "3");
+  CHECK(stop.faultranks(0).faulttype() == "0");
+  fx.agent->report_stop_complete(0);
+  auto global = fx.expect("globalFault");
+  REQUIRE(global.actions_size() == 1);
+  CHECK(global.timeout() == 0);
+  fx.agent->report_recover_strategy({"retry", "recover"});
+  auto change = fx.expect("changeStrategy", "retry");
+  REQUIRE(change.faultranks_size() == 1);
+  fx.agent->report_recover_status(0, "retry");
+  fx.wait_state("INIT");
+  CHECK(fx.status().spec().annotations().at("ProcessRecoverStatus")
+        == "retry-success");
 }
