@@ -3,4 +3,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh >/dev/null
-./build/journal_bench "$@"
+echo "== journal: group commit vs bare RocksDB"
+./build/journal_bench
+echo
+echo "== recovery: fault -> stop latency and cycles/s vs trivial gRPC"
+./build/recovery_bench
