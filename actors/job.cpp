@@ -128,7 +128,7 @@ void after_events(self_ptr self, const std::vector<event_body>& bodies) {
   for (const auto& body : bodies) {
     if (const auto* x = std::get_if<flow_stepped>(&body)) {
       flow = true;
-      notify_watchers = notify_watchers || !x->annotations.empty()
+      notify_watchers = notify_watchers || !x->annotations.empty() || !x->removed_annotations.empty()
                         || x->after.label != st.model.rec.label
                         || x->path.size() > 1;
       for (const auto& sig : x->side_signals) {
@@ -181,9 +181,9 @@ void after_events(self_ptr self, const std::vector<event_body>& bodies) {
     flow_input in;
     in.name = "jobChanged";
     feed_quietly(self, std::move(in));
-  } else if (annotations_changed_now && rec.deadline_event == "platStrategyCheck") {
+  } else if (annotations_changed_now) {
     flow_input in;
-    in.name = "platStrategyCheck";
+    in.name = "annotationsChanged";
     feed_quietly(self, std::move(in));
   }
 }

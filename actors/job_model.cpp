@@ -134,6 +134,8 @@ job_model apply(job_model state, const event& ev) {
       },
       [&](const flow_stepped& x) {
         state.rec = x.after;
+        for (const auto& key : x.removed_annotations)
+          state.spec.annotations.erase(key);
         for (const auto& [key, value] : x.annotations)
           state.spec.annotations[key] = value;
       },
@@ -407,7 +409,8 @@ caf::expected<decision> decide(const job_model& state, const command& cmd) {
         // A step that changes nothing (e.g. a pod change nobody waits for)
         // is not worth an event.
         if (s->path.size() > 1 || !s->side_signals.empty()
-            || !s->annotations.empty() || s->delivered
+            || !s->annotations.empty() || !s->removed_annotations.empty()
+            || s->delivered || s->after.platform_round != state.rec.platform_round
             || x.in.name == "faultAbsorbed"
             || s->after.deadline_ms != state.rec.deadline_ms)
           result.events.emplace_back(std::move(*s));

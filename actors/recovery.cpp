@@ -345,29 +345,112 @@ std::string on_flush(ctx& c) {
   return c.arm(c.waits.fault_flush, "flushFinished");
 }
 
-// R13: the global fault notice (reference §5.4).
-std::string on_global_fault(ctx& c) {
-  if (c.has_retry() && !c.has_normal()) {
-    auto sig = c.signal("globalFault");
-    sig.actions = {"on_global_rank"};
-    sig.fault_ranks = c.fault_list(false);
-    for (const auto& f : sig.fault_ranks)
-      if (f.fault_type == "2")
-        sig.timeout = 33;
-    return c.notify(std::move(sig));
-  }
-  c.expand_normal();
-  c.write_reset("fault");
-  // Resource force-release before the normal-fault notice.
-  return c.arm(c.waits.resource_release, "resourceReleased");
+// The globalFault of retry faults (reference §5.4 case 1).
+std::string send_retry_global_fault(ctx& c) {
+  auto sig = c.signal("globalFault");
+  sig.actions = {"on_global_rank"};
+  sig.fault_ranks = c.fault_list(false);
+  for (const auto& f : sig.fault_ranks)
+    if (f.fault_type == "2")
+      sig.timeout = 33;
+  return c.notify(std::move(sig));
 }
 
-std::string on_resource_released(ctx& c) {
+// The globalFault of normal faults, expanded to whole pods (case 2).
+std::string send_normal_global_fault(ctx& c) {
+  c.expand_normal();
+  c.write_reset("fault");
   auto sig = c.signal("globalFault");
   sig.actions = {"on_global_rank", "fault_nodes_exit"};
   sig.fault_ranks = c.fault_list(true);
   sig.node_rank_ids = c.pods_of(sig.fault_ranks);
   return c.notify(std::move(sig));
+}
+
+// Platform mode (reference §7): write ProcessConfirmFault, then wait for
+// ProcessResultFault.
+std::string start_platform_round(ctx& c) {
+  auto existing = c.spec.annotations.find("ProcessConfirmFault");
+  if (existing != c.spec.annotations.end() && !existing->second.empty())
+    return "writeConfirmFaultOrWaitResultFaultTimeout";
+  std::string list;
+  for (const auto& f : c.all_faults()) {
+    if (!list.empty())
+      list += ',';
+    list += f.rank_id + ":" + f.fault_type;
+  }
+  c.out.annotations["ProcessConfirmFault"] = list;
+  // Fix of reference §15.9: a result left from an earlier round is removed,
+  // so only the platform's answer to this round counts.
+  if (c.spec.annotations.count("ProcessResultFault") > 0)
+    c.out.removed_annotations.push_back("ProcessResultFault");
+  c.rec.platform_round = true;
+  c.rec.wait_until_ms = c.in.now_ms + c.waits.platform.count();
+  c.rec.deadline_ms = c.rec.wait_until_ms;
+  c.rec.deadline_event = "writeConfirmFaultOrWaitResultFaultTimeout";
+  return {};
+}
+
+// Platform mode: the platform's result list arrived?
+std::string on_result_fault_check(ctx& c) {
+  auto keep_waiting = [&c] {
+    c.rec.deadline_ms = c.rec.wait_until_ms;
+    c.rec.deadline_event = "writeConfirmFaultOrWaitResultFaultTimeout";
+    return std::string{};
+  };
+  if (!c.rec.platform_round)
+    return {};
+  auto result = c.spec.annotations.find("ProcessResultFault");
+  if (result == c.spec.annotations.end())
+    return keep_waiting();
+  c.rec.platform_round = false;
+  c.rec.wait_until_ms = 0;
+  // Union of the result list and the confirm list; normal wins over retry.
+  auto index = pod_of_rank(c.spec);
+  size_t start = 0;
+  const auto& text = result->second;
+  while (start < text.size()) {
+    auto end = text.find(',', start);
+    if (end == std::string::npos)
+      end = text.size();
+    auto item = text.substr(start, end - start);
+    start = end + 1;
+    auto colon = item.find(':');
+    if (colon == std::string::npos)
+      continue;
+    auto rank = item.substr(0, colon);
+    auto type = item.substr(colon + 1);
+    if (index.count(rank) == 0 || (type != "0" && type != "1" && type != "2"))
+      continue;
+    auto& slot = c.rec.faults[rank];
+    if (slot.empty() || type == "1")
+      slot = type;
+    c.rec.fault_pods.insert(index.at(rank));
+  }
+  // Re-read the strategy; `exit` is accepted here.
+  auto plat = c.plat();
+  if (plat != "retry" && plat != "recover" && plat != "dump" && plat != "exit")
+    return "writeConfirmFaultOrWaitResultFaultTimeout";
+  if (!c.has_normal() && c.has_retry())
+    return send_retry_global_fault(c);
+  return send_normal_global_fault(c);
+}
+
+// R13: the global fault notice (reference §5.4).
+std::string on_global_fault(ctx& c) {
+  if (c.has_retry() && !c.has_normal()) {
+    if (c.init.platform_mode)
+      return start_platform_round(c);
+    return send_retry_global_fault(c);
+  }
+  // Resource force-release before the normal-fault notice.
+  return c.arm(c.waits.resource_release, "resourceReleased");
+}
+
+std::string on_resource_released(ctx& c) {
+  if (c.init.platform_mode)
+    return start_platform_round(c);
+  return send_normal_global_fault(c);
 }
 
 // §5.5: the strategy ladder.
@@ -617,7 +700,12 @@ std::string on_reset(ctx& c) {
   r.origin_uids.clear();
   r.wait_until_ms = 0;
   r.pending_strategy.clear();
+  r.platform_round = false;
   r.health = "Healthy";
+  // Fix of reference §15.9: the confirm list of a finished round is removed,
+  // so the next round is not blocked by it.
+  if (c.init.platform_mode && c.spec.annotations.count("ProcessConfirmFault") > 0)
+    c.out.removed_annotations.push_back("ProcessConfirmFault");
   c.write_reset("clear");
   return {};
 }
@@ -649,6 +737,10 @@ const std::vector<rule>& rules() {
      on_resource_released},                                                          // R13 (wait)
     {notify_global_fault, "notifySuccess", wait_recover_strategy, on_wait_report},  // R14
     {notify_global_fault, "notifyFail", notify_kill_job, on_kill_job},              // R15
+    {notify_global_fault, "resultFaultCheck", notify_global_fault,
+     on_result_fault_check},                                                         // §7 round
+    {notify_global_fault, "writeConfirmFaultOrWaitResultFaultTimeout",
+     fault_retry, on_fault_retry},                                                   // R16
     {wait_recover_strategy, "receiveReport", notify_decided_strategy, on_decide},   // R17
     {wait_recover_strategy, "receiveTimeout", fault_clear, on_fault_clear},         // R18
     {notify_decided_strategy, "hcclConverged", notify_decided_strategy,
@@ -789,6 +881,14 @@ caf::expected<flow_step> step(const recovery& current, const job_spec& spec,
       sig.node_rank_ids.push_back(std::to_string(p));
     out.side_signals.push_back(std::move(sig));
     return out;
+  }
+  if (event == "annotationsChanged") {
+    if (rec.deadline_event == "platStrategyCheck")
+      event = "platStrategyCheck";
+    else if (rec.state == st::notify_global_fault && rec.platform_round)
+      event = "resultFaultCheck";
+    else
+      return out;
   }
   if (event == "jobChanged") {
     // Pod changes matter only to the polled waits; re-check them now.

@@ -72,6 +72,9 @@ struct recovery {
   int64_t wait_until_ms = 0;
   /// The decided strategy whose signal waits for a delay (HCCL convergence).
   std::string pending_strategy;
+  /// Platform mode: waiting for ProcessResultFault after writing
+  /// ProcessConfirmFault.
+  bool platform_round = false;
 };
 
 /// An input of the machine.
@@ -105,6 +108,8 @@ struct flow_step {
   recovery after;
   /// Annotations recoverd writes (e.g. ProcessRecoverStatus).
   string_map annotations;
+  /// Annotations recoverd removes (e.g. a stale ProcessResultFault).
+  std::vector<std::string> removed_annotations;
   /// The signal this step delivered (notify results), if any.
   std::optional<process_signal> delivered;
   /// Signals to send once, without waiting for their delivery (reference:

@@ -63,6 +63,7 @@ void to_proto(const recovery& x, pe::RecoveryState& out) {
   out.mutable_originuids()->insert(x.origin_uids.begin(), x.origin_uids.end());
   out.set_waituntilms(x.wait_until_ms);
   out.set_pendingstrategy(x.pending_strategy);
+  out.set_platformround(x.platform_round);
 }
 
 recovery from_proto(const pe::RecoveryState& x) {
@@ -90,6 +91,7 @@ recovery from_proto(const pe::RecoveryState& x) {
   result.origin_uids = {x.originuids().begin(), x.originuids().end()};
   result.wait_until_ms = x.waituntilms();
   result.pending_strategy = x.pendingstrategy();
+  result.platform_round = x.platformround();
   return result;
 }
 
@@ -167,6 +169,8 @@ std::string encode_event(const event& ev) {
           m->add_strategies(s);
         to_proto(x.report, *m->mutable_report());
         m->set_reportkind(x.report_kind);
+        for (const auto& k : x.removed_annotations)
+          m->add_removedannotations(k);
       },
     },
     ev.body);
@@ -241,6 +245,7 @@ caf::expected<event> decode_event(std::string_view bytes) {
       x.strategies = convert::to_vector(m.strategies());
       x.report = from_proto(m.report());
       x.report_kind = m.reportkind();
+      x.removed_annotations = convert::to_vector(m.removedannotations());
       result.body = std::move(x);
       break;
     }

@@ -27,7 +27,8 @@ struct flow_fixture {
   std::unique_ptr<agent::client> agent;
 
   explicit flow_fixture(std::vector<std::string> strategies = {"recover", "dump"},
-                        millis report = 5s, millis notify = 5s) {
+                        millis report = 5s, millis notify = 5s,
+                        bool platform_mode = false) {
     app_options opts;
     opts.listen = "127.0.0.1:0";
     opts.data_dir = dir / "db";
@@ -46,7 +47,7 @@ struct flow_fixture {
     daemon = std::move(*x);
     platform = pb::Platform::NewStub(grpc::CreateChannel(
       daemon->address(), grpc::InsecureChannelCredentials()));
-    put(strategies);
+    put(strategies, "uid-1", platform_mode);
     agent = std::make_unique<agent::client>(daemon->address(), "job");
     REQUIRE(agent->init_clusterd().code() == 0);
     agent->start_subscribe();
@@ -61,12 +62,13 @@ struct flow_fixture {
   }
 
   void put(const std::vector<std::string>& strategies,
-           const std::string& uid1 = "uid-1") {
+           const std::string& uid1 = "uid-1", bool platform_mode = false) {
     pb::PutJobRequest req;
     auto* spec = req.mutable_spec();
     spec->set_jobid("job");
     spec->set_name("train");
     spec->set_processrecoverenable(true);
+    spec->set_platformmode(platform_mode);
     for (const auto& s : strategies)
       spec->add_recoverstrategies(s);
     for (int p = 0; p < 2; ++p) {
@@ -369,4 +371,107 @@ TEST_CASE("B21 via the fault center: a UCE fault of a retry job starts a "
   fx.wait_state("INIT");
   CHECK(fx.status().spec().annotations().at("ProcessRecoverStatus")
         == "retry-success");
+}
+
+namespace {
+
+pb::Annotations set_annotations(flow_fixture& fx, const string_map& set,
+                                const std::vector<std::string>& remove = {}) {
+  pb::SetAnnotationsRequest req;
+  req.set_jobid("job");
+  for (const auto& [k, v] : set)
+    (*req.mutable_set())[k] = v;
+  for (const auto& k : remove)
+    req.add_remove(k);
+  pb::Annotations resp;
+  grpc::ClientContext c;
+  auto st = fx.platform->SetAnnotations(&c, req, &resp);
+  REQUIRE_MESSAGE(st.ok(), st.error_message());
+  return resp;
+}
+
+std::string annotation(flow_fixture& fx, const std::string& key) {
+  auto a = fx.status().spec().annotations();
+  auto i = a.find(key);
+  return i == a.end() ? std::string{"<absent>"} : i->second;
+}
+
+void wait_annotation(flow_fixture& fx, const std::string& key) {
+  for (int i = 0; i < 400 && annotation(fx, key) == "<absent>"; ++i)
+    std::this_thread::sleep_for(10ms);
+  REQUIRE(annotation(fx, key) != "<absent>");
+}
+
+/// A fixture whose job is in platform mode from the start.
+struct platform_fixture : flow_fixture {
+  platform_fixture() : flow_fixture({"recover", "dump"}, 5s, 5s, true) {
+  }
+};
+
+} // namespace
+
+TEST_CASE_FIXTURE(platform_fixture, "B28/B29: platform mode waits for the "
+                                    "strategy, writes ProcessConfirmFault, "
+                                    "waits for ProcessResultFault") {
+  set_annotations(*this, {{"ProcessResultFault", "stale:1"}});
+  CHECK(agent->report_process_fault({{"8", "1"}}).code() == 0);
+  MESSAGE("no usable strategy yet: only keep-alives, no stopTrain");
+  CHECK_FALSE(agent->next_signal(200ms).has_value());
+  CHECK(status().recoverystate() == "NotifyWaitFaultFlushingState");
+  set_annotations(*this, {{"ProcessRecoverStrategy", "recover"}});
+  expect("stopTrain");
+  agent->report_stop_complete(0);
+  wait_annotation(*this, "ProcessConfirmFault");
+  CHECK(annotation(*this, "ProcessConfirmFault").find("8:1")
+        != std::string::npos);
+  MESSAGE("§15.9 fix: the stale result was removed, so the daemon waits");
+  CHECK(annotation(*this, "ProcessResultFault") == "<absent>");
+  CHECK_FALSE(agent->next_signal(200ms).has_value());
+  set_annotations(*this, {{"ProcessResultFault", "2:1"}});
+  auto global = expect("globalFault");
+  MESSAGE("the merged list covers both pods");
+  CHECK(global.faultranks_size() == 16);
+  agent->report_recover_strategy({"recover", "dump"});
+  expect("changeStrategy", "recover");
+  agent->report_recover_status(0, "recover");
+  wait_state("INIT");
+  CHECK(annotation(*this, "ProcessRecoverStatus") == "recover-success");
+  MESSAGE("§15.9 fix: the confirm list is removed when the flow ends");
+  CHECK(annotation(*this, "ProcessConfirmFault") == "<absent>");
+}
+
+TEST_CASE_FIXTURE(platform_fixture, "B29: a confirm list left by the "
+                                    "platform sends the job to the "
+                                    "job-level fallback") {
+  set_annotations(*this, {{"ProcessRecoverStrategy", "recover"},
+                          {"ProcessConfirmFault", "1:1"}});
+  agent->report_process_fault({{"8", "1"}});
+  expect("stopTrain");
+  agent->report_stop_complete(0);
+  auto exit = expect("changeStrategy", "exit");
+  CHECK(exit.extraparams() == "dump_exit");
+  wait_state("INIT");
+  CHECK(status().lastoutcome() == "job-level-fallback");
+}
+
+TEST_CASE_FIXTURE(platform_fixture, "B30: RankTableReady=false turns recover "
+                                    "into dump or exit") {
+  set_annotations(*this, {{"ProcessRecoverStrategy", "recover"},
+                          {"RankTableReady", "false"}});
+  agent->report_process_fault({{"8", "1"}});
+  expect("stopTrain");
+  agent->report_stop_complete(0);
+  wait_annotation(*this, "ProcessConfirmFault");
+  set_annotations(*this, {{"ProcessResultFault", ""}});
+  expect("globalFault");
+  agent->report_recover_strategy({"recover", "dump"});
+  // plat is recover, so dump is not allowed by the platform: exit.
+  expect("changeStrategy", "exit");
+}
+
+TEST_CASE_FIXTURE(platform_fixture, "§15.9 fix: exit is accepted in the first "
+                                    "strategy wait") {
+  set_annotations(*this, {{"ProcessRecoverStrategy", "exit"}});
+  agent->report_process_fault({{"8", "1"}});
+  expect("stopTrain");
 }
