@@ -95,6 +95,18 @@ struct ctx {
     return configured("dump") && agent("dump") && plat_allows("dump");
   }
 
+  // DP scale-in (reference §5.5 canScaleIn). With job or pod rescheduling
+  // configured, scale-in is taken only while the fault pods have not been
+  // rescheduled (the reference waits up to 20 s for that first).
+  bool can_scale_in() const {
+    if (rec.fault_pods.count(0) > 0 || !configured("elastic-training")
+        || !agent("downgrade"))
+      return false;
+    if (!configured("job-rescheduling") && !configured("pod-rescheduling"))
+      return true;
+    return !pods_rescheduled();
+  }
+
   bool dump_only() const {
     if (!init.process_recover_enable)
       return false;
@@ -225,6 +237,18 @@ struct ctx {
 
   void set_status(const std::string& value) {
     out.annotations["ProcessRecoverStatus"] = value;
+  }
+
+  // Some fault pod runs again under a new uid (scale-out trigger).
+  bool any_pod_rescheduled() const {
+    for (auto p : rec.fault_pods) {
+      const auto* q = find_pod(spec, p);
+      auto origin = rec.origin_uids.find(p);
+      if (q != nullptr && q->running && origin != rec.origin_uids.end()
+          && origin->second != q->uid)
+        return true;
+    }
+    return false;
   }
 
   bool pods_rescheduled() const {
@@ -466,6 +490,8 @@ std::string choose(ctx& c) {
     }
     if (c.support_recover())
       return "recover";
+    if (c.can_scale_in())
+      return "downgrade";
     if (c.support_dump())
       return "dump";
     return "exit";
@@ -474,6 +500,8 @@ std::string choose(ctx& c) {
   if (last == "retry") {
     if (c.support_recover())
       return "recover";
+    if (c.can_scale_in())
+      return "downgrade";
     return c.support_dump() ? "dump" : "exit";
   }
   if (last == "recover" || last == "downgrade" || last == "upgrade")
@@ -491,7 +519,56 @@ std::string send_strategy(ctx& c, const std::string& strategy) {
     sig.fault_ranks = c.fault_list(true);
     sig.node_rank_ids = c.pods_of(sig.fault_ranks);
   }
+  if (strategy == "downgrade")
+    sig.extra_params = R"({"scale-in-strategy": "DP"})";
+  if (strategy == "upgrade")
+    sig.extra_params = R"({"scale-out-strategy": "DP"})";
   return c.notify(std::move(sig));
+}
+
+// R31: the recover wait gave up on rescheduling; try DP scale-in.
+std::string on_notify_scale_in(ctx& c) {
+  c.rec.decided.push_back("downgrade");
+  return send_strategy(c, "downgrade");
+}
+
+// The downgrade branch of the result check (reference §5.6).
+std::string on_check_scale_in_isolate(ctx& c) {
+  if (c.rec.results.empty())
+    return "recoverFail";
+  const auto& r = c.rec.results.back();
+  if (r.code == 0)
+    return "scaleInSuccessEvent"; // the reference drops this and gets stuck
+  if (r.code != 201)
+    return "recoverFail";
+  auto index = pod_of_rank(c.spec);
+  std::set<int32_t> pods;
+  for (const auto& rank : r.isolate_ranks) {
+    auto i = index.find(rank);
+    if (i == index.end())
+      return "notifyFail";
+    if (c.rec.fault_pods.count(i->second) == 0)
+      pods.insert(i->second);
+  }
+  auto sig = c.signal("faultNodesExit");
+  sig.actions = {"fault_nodes_exit"};
+  for (auto p : pods) {
+    c.rec.fault_pods.insert(p);
+    sig.node_rank_ids.push_back(std::to_string(p));
+  }
+  return c.notify(std::move(sig));
+}
+
+// DP scale-out: once a replacement pod runs, bring the job back to full
+// size.
+std::string on_scale_running(ctx& c) {
+  // A check while the upgrade signal still waits for the agent keeps it.
+  if (!c.rec.decided.empty() && c.rec.decided.back() == "upgrade")
+    return send_strategy(c, "upgrade");
+  if (!job_running(c.spec) || !c.any_pod_rescheduled())
+    return {};
+  c.rec.decided.push_back("upgrade");
+  return send_strategy(c, "upgrade");
 }
 
 // R17 / R35 / R39: decide and send changeStrategy.
@@ -550,6 +627,10 @@ std::string on_check_result(ctx& c) {
     c.set_status(ok ? "recover-success" : "recover-failed");
     return ok ? "recoverSuccess" : "recoverFail";
   }
+  if (r.strategy == "downgrade")
+    return ok ? "scaleInSuccessEvent" : "recoverFail";
+  if (r.strategy == "upgrade")
+    return ok ? "scaleOutSuccessEvent" : "recoverFail";
   if (r.strategy == "dump") {
     c.set_status(ok ? "dump-success" : "dump-failed");
     auto sig = c.signal("changeStrategy");
@@ -592,7 +673,9 @@ std::string on_reschedule_check(ctx& c) {
     return c.wait_report();
   }
   if (c.in.now_ms >= c.rec.wait_until_ms && c.rec.wait_until_ms != 0)
-    return "scheduleTimeout";
+    return c.can_scale_in() ? "needTryScaleStrategyInEvent" : "scheduleTimeout";
+  c.rec.deadline_ms = c.rec.wait_until_ms;
+  c.rec.deadline_event = "rescheduleCheck";
   return {};
 }
 
@@ -792,6 +875,35 @@ const std::vector<rule>& rules() {
     {fault_retry, "changeSwitchEnableError", notify_kill_job, on_kill_job},         // R44
     {fault_retry, "scheduleTimeout", notify_kill_job, on_kill_job},                 // R44
     {notify_kill_job, "finish", init, on_reset},                                    // R46
+    // DP scale-in / scale-out (getDPScaleStrategyRules)
+    {notify_decided_strategy, "notifyScaleInStrategySuccessEvent",
+     wait_scale_in_isolate, on_wait_report},                                         // R25
+    {wait_process_recover_status, "needTryScaleStrategyInEvent", notify_scale_in,
+     on_notify_scale_in},                                                            // R31
+    {notify_scale_in, "notifyScaleInStrategySuccessEvent", wait_scale_in_isolate,
+     on_wait_report},
+    {notify_scale_in, "notifyFail", fault_clear, on_fault_clear},
+    {wait_scale_in_isolate, "receiveReport", check_scale_in_isolate,
+     on_check_scale_in_isolate},
+    {wait_scale_in_isolate, "receiveTimeout", notify_decided_strategy, on_decide},
+    {check_scale_in_isolate, "notifyFaultNodesExitSuccessEvent",
+     wait_scale_in_status, on_wait_report},
+    {check_scale_in_isolate, "notifyFail", notify_decided_strategy, on_decide},
+    {check_scale_in_isolate, "recoverFail", notify_decided_strategy, on_decide},
+    {check_scale_in_isolate, "scaleInSuccessEvent", scale_running,
+     on_scale_running},                                                              // fix of §15.5
+    {wait_scale_in_status, "receiveReport", check_recover_result, on_check_result},
+    {wait_scale_in_status, "receiveTimeout", fault_clear, on_fault_clear},
+    {check_recover_result, "scaleInSuccessEvent", scale_running, on_scale_running},
+    {check_recover_result, "scaleOutSuccessEvent", init, on_reset},
+    {scale_running, "scaleCheck", scale_running, on_scale_running},
+    {scale_running, "notifyScaleOutStrategySuccessEvent", wait_scale_out_status,
+     on_wait_report},
+    {scale_running, "faultOccur", notify_stop_train, on_notify_stop_train},
+    {scale_running, "finish", init, on_reset},
+    {scale_running, "notifyFail", scale_running, on_scale_running},
+    {wait_scale_out_status, "receiveReport", check_recover_result, on_check_result},
+    {wait_scale_out_status, "receiveTimeout", fault_clear, on_fault_clear},
   };
   return table;
 }
@@ -837,7 +949,8 @@ std::string expected_report(const std::string& state) {
     return "strategy";
   if (state == st::wait_step_retry_status
       || state == st::wait_process_recover_status
-      || state == st::wait_dump_status)
+      || state == st::wait_dump_status || state == st::wait_scale_in_isolate
+      || state == st::wait_scale_in_status || state == st::wait_scale_out_status)
     return "status";
   return {};
 }
@@ -898,17 +1011,21 @@ caf::expected<flow_step> step(const recovery& current, const job_spec& spec,
       event = "scheduleCheck";
     else if (rec.state == st::fault_retry)
       event = "fallbackCheck";
+    else if (rec.state == st::scale_running)
+      event = "scaleCheck";
     else
       return out;
   }
   if (event == "faultOccur") {
-    if (rec.state != st::init)
+    if (rec.state != st::init && rec.state != st::scale_running)
       return make_error(errc::unexpected_report,
                         "faultOccur is not accepted in state " + rec.state);
     merge_faults(rec, spec, in.faults);
-    rec.flow_started_ms = in.now_ms;
-    for (const auto& p : spec.pods)
-      rec.origin_uids[p.pod_rank] = p.uid;
+    if (rec.state == st::init) {
+      rec.flow_started_ms = in.now_ms;
+      for (const auto& p : spec.pods)
+        rec.origin_uids[p.pod_rank] = p.uid;
+    }
   }
   if (event == "receiveReport") {
     auto want = expected_report(rec.state);
@@ -967,6 +1084,8 @@ classify_process_fault(const recovery& current, const job_spec& spec,
                           + "\" (allowed: 0, 1, 2)");
     normal = normal || f.fault_type == "1";
   }
+  if (current.state == st::scale_running && normal)
+    return std::string{"faultOccur"};
   if (current.state != st::init)
     return std::string{"faultAbsorbed"};
   if (normal)

@@ -146,6 +146,13 @@ constexpr const char* fault_clear = "FaultClearState";
 constexpr const char* fault_retry = "FaultRetryState";
 constexpr const char* notify_kill_job = "NotifyKillJobState";
 constexpr const char* notify_dump = "NotifyDumpState";
+constexpr const char* notify_scale_in = "NotifyScaleInStrategyState";
+constexpr const char* wait_scale_in_isolate = "WaitReportScaleInIsolateRanksState";
+constexpr const char* check_scale_in_isolate
+  = "CheckReportScaleInIsolateRanksState";
+constexpr const char* wait_scale_in_status = "WaitReportScaleInStatusState";
+constexpr const char* scale_running = "ScaleRunningState";
+constexpr const char* wait_scale_out_status = "WaitReportScaleOutStatusState";
 } // namespace st
 
 /// One row of the transition table.

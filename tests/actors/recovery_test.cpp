@@ -434,3 +434,54 @@ TEST_CASE("send results map as the reference's handleSendResult") {
   s.extra_params = "dump_exit";
   CHECK(send_result_event(s).empty());
 }
+
+TEST_CASE("B45: DP scale-in, isolate ranks, scale-out") {
+  machine m{{"elastic-training", "dump"}};
+  m.up_to_strategy_wait();
+  m.report("strategy", 0, "", {"downgrade", "dump"});
+  REQUIRE(m.rec.outbox);
+  CHECK(m.rec.outbox->change_strategy == "downgrade");
+  CHECK(m.rec.outbox->extra_params == R"({"scale-in-strategy": "DP"})");
+  m.deliver();
+  CHECK(m.rec.state == st::wait_scale_in_isolate);
+  flow_input in;
+  in.name = "receiveReport";
+  in.report_kind = "status";
+  in.report = {201, "downgrade", {"0"}};
+  m.feed(in);
+  CHECK(m.rec.state == st::check_scale_in_isolate);
+  REQUIRE(m.rec.outbox);
+  CHECK(m.rec.outbox->signal_type == "faultNodesExit");
+  CHECK(m.rec.outbox->actions == std::vector<std::string>{"fault_nodes_exit"});
+  CHECK(m.rec.outbox->node_rank_ids == std::vector<std::string>{"0"});
+  m.deliver();
+  CHECK(m.rec.state == st::wait_scale_in_status);
+  m.report("status", 0, "downgrade");
+  CHECK(m.rec.state == st::scale_running);
+  MESSAGE("a replacement pod runs: scale out");
+  m.spec.pods[1].uid = "replacement";
+  flow_input changed;
+  changed.name = "jobChanged";
+  m.feed(changed);
+  REQUIRE(m.rec.outbox);
+  CHECK(m.rec.outbox->change_strategy == "upgrade");
+  CHECK(m.rec.outbox->extra_params == R"({"scale-out-strategy": "DP"})");
+  m.deliver();
+  CHECK(m.rec.state == st::wait_scale_out_status);
+  m.report("status", 0, "upgrade");
+  CHECK(m.rec.state == st::init);
+}
+
+TEST_CASE("no scale-in when pod 0 is faulty or the agent cannot downgrade") {
+  machine m{{"elastic-training", "dump"}};
+  m.fault({{"1", "1"}});
+  m.deliver();
+  m.report("stop");
+  m.deliver();
+  m.report("strategy", 0, "", {"downgrade", "dump"});
+  CHECK(m.rec.outbox->change_strategy == "dump");
+  machine n{{"elastic-training"}};
+  n.up_to_strategy_wait();
+  n.report("strategy", 0, "", {"dump"});
+  CHECK(n.rec.outbox->change_strategy == "exit");
+}
