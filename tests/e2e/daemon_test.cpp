@@ -6,6 +6,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "agent.hpp"
 #include "fixtures/process.hpp"
 #include "fixtures/temp_dir.hpp"
 #include "recover.grpc.pb.h"
@@ -39,12 +40,14 @@ struct running_daemon {
   std::unique_ptr<child_process> proc;
   std::string address;
 
-  running_daemon(const temp_dir& dir, const std::string& listen = "127.0.0.1:0") {
-    proc = std::make_unique<child_process>(
-      daemon_bin,
-      std::vector<std::string>{"--listen", listen, "--data-dir", dir / "data",
-                               "--keepalive-interval", "200ms"},
-      dir / "daemon.log");
+  running_daemon(const temp_dir& dir, const std::string& listen = "127.0.0.1:0",
+                 std::vector<std::string> extra = {}) {
+    std::vector<std::string> args{"--listen", listen, "--data-dir",
+                                  dir / "data", "--keepalive-interval",
+                                  "200ms"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    proc = std::make_unique<child_process>(daemon_bin, args,
+                                           dir / "daemon.log");
     address = proc->read_line_after("recoverd: listening on ");
     REQUIRE_MESSAGE(!address.empty(), "the daemon did not start");
   }
@@ -207,4 +210,49 @@ TEST_CASE("e2e: recoverctl exit codes and messages") {
   auto [rc7, out7] = run_command(ctl_bin + " --help");
   CHECK(rc7 == 0);
   CHECK(out7.find("Exit codes") != std::string::npos);
+}
+
+TEST_CASE("e2e: SIGKILL in the middle of a recovery; the restarted daemon "
+          "resumes it with the same uuid") {
+  temp_dir dir;
+  {
+    std::ofstream f{dir / "job.json"};
+    f << job_file;
+  }
+  std::vector<std::string> fast{"--fault-flush-wait", "0",
+                                "--resource-release-wait", "0"};
+  auto d = std::make_unique<running_daemon>(dir, "127.0.0.1:0", fast);
+  auto address = d->address;
+  REQUIRE(ctl(address, "job put " + (dir / "job.json")).first == 0);
+  recoverd::agent::client agent{address, "e2e-job"};
+  REQUIRE(agent.init_clusterd().code() == 0);
+  agent.start_subscribe();
+  std::this_thread::sleep_for(300ms);
+  REQUIRE(agent.report_process_fault({{"2", "1"}}).code() == 0);
+  auto stop = agent.next_signal(5s);
+  REQUIRE(stop);
+  CHECK(stop->signaltype() == "stopTrain");
+  MESSAGE("kill -9 while the daemon waits for the stop report");
+  d->proc->kill(SIGKILL);
+  CHECK(d->proc->wait() == 128 + SIGKILL);
+  d = std::make_unique<running_daemon>(dir, address, fast);
+  // The agent library re-subscribes on its own.
+  std::this_thread::sleep_for(500ms);
+  auto ack = agent.report_stop_complete(0);
+  CHECK(ack.code() == 0);
+  CHECK(ack.info().find(stop->uuid()) != std::string::npos);
+  auto global = agent.next_signal(5s);
+  REQUIRE(global);
+  CHECK(global->signaltype() == "globalFault");
+  CHECK(global->uuid() == stop->uuid());
+  REQUIRE(agent.report_recover_strategy({"recover"}).code() == 0);
+  auto change = agent.next_signal(5s);
+  REQUIRE(change);
+  CHECK(change->changestrategy() == "recover");
+  CHECK(change->uuid() == stop->uuid());
+  REQUIRE(agent.report_recover_status(0, "recover").code() == 0);
+  auto [rc, got] = ctl(address, "job get e2e-job");
+  CHECK(got.find("\"recoveryState\": \"INIT\"") != std::string::npos);
+  CHECK(got.find("\"lastOutcome\": \"recover-success\"") != std::string::npos);
+  agent.stop();
 }
