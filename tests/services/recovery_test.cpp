@@ -475,3 +475,112 @@ TEST_CASE_FIXTURE(platform_fixture, "§15.9 fix: exit is accepted in the first "
   agent->report_process_fault({{"8", "1"}});
   expect("stopTrain");
 }
+
+TEST_CASE("B12: a UCE report of a job without retry starts no flow; the agent "
+          "is told to pre-exit") {
+  flow_fixture fx;
+  CHECK(fx.agent->report_process_fault({{"8", "0"}}).code() == 0);
+  auto sig = fx.expect("preExitProcess");
+  CHECK(sig.noderankids(0) == "1");
+  CHECK(fx.status().recoverystate() == "INIT");
+}
+
+TEST_CASE("B18: recover fails; dump follows when supported, exit otherwise") {
+  {
+    flow_fixture fx;
+    fx.up_to_global_fault();
+    fx.agent->report_recover_strategy({"recover", "dump"});
+    fx.expect("changeStrategy", "recover");
+    fx.agent->report_recover_status(1, "recover");
+    fx.expect("changeStrategy", "dump");
+    CHECK(fx.status().spec().annotations().at("ProcessRecoverStatus")
+          == "recover-failed");
+  }
+  flow_fixture fx{{"recover"}};
+  fx.up_to_global_fault();
+  fx.agent->report_recover_strategy({"recover", "dump"});
+  fx.expect("changeStrategy", "recover");
+  fx.agent->report_recover_status(1, "recover");
+  fx.expect("changeStrategy", "exit");
+}
+
+TEST_CASE("B22/B23/B24: step retry without agent support, 405 and 406") {
+  {
+    flow_fixture fx{{"retry", "recover", "dump"}};
+    fx.agent->report_process_fault({{"3", "0"}});
+    fx.expect("stopTrain");
+    fx.agent->report_stop_complete(0);
+    fx.expect("globalFault");
+    fx.agent->report_recover_strategy({"recover", "dump"});
+    fx.expect("changeStrategy", "dump"); // B22: never recover
+  }
+  {
+    flow_fixture fx{{"retry", "recover", "dump"}};
+    fx.agent->report_process_fault({{"3", "0"}});
+    fx.expect("stopTrain");
+    fx.agent->report_stop_complete(0);
+    fx.expect("globalFault");
+    fx.agent->report_recover_strategy({"retry", "recover", "dump"});
+    fx.expect("changeStrategy", "retry");
+    fx.agent->report_recover_status(405, "retry");
+    auto again = fx.expect("globalFault"); // B23
+    CHECK(again.faultranks_size() == 8);
+    CHECK(again.faultranks(0).faulttype() == "1");
+    fx.agent->report_recover_strategy({"retry", "recover", "dump"});
+    fx.expect("changeStrategy", "recover");
+  }
+  flow_fixture fx{{"retry", "recover", "dump"}};
+  fx.agent->report_process_fault({{"3", "0"}});
+  fx.expect("stopTrain");
+  fx.agent->report_stop_complete(0);
+  fx.expect("globalFault");
+  fx.agent->report_recover_strategy({"retry", "recover", "dump"});
+  fx.expect("changeStrategy", "retry");
+  fx.agent->report_recover_status(406, "retry");
+  fx.expect("changeStrategy", "dump"); // B24: never recover
+}
+
+TEST_CASE("B42: deleting a registered job ends its stream; reports then 400") {
+  flow_fixture fx;
+  pb::JobRef ref;
+  ref.set_jobid("job");
+  pb::DeleteJobResponse del;
+  grpc::ClientContext c;
+  REQUIRE(fx.platform->DeleteJob(&c, ref, &del).ok());
+  CHECK(fx.agent->report_stop_complete(0).code() == 400);
+  CHECK(fx.agent->report_process_fault({{"1", "1"}}).code() == 400);
+}
+
+TEST_CASE("B43 (design 4.1): a cancelled agent stream does not reset the "
+          "flow; the agent carries on after re-subscribing") {
+  flow_fixture fx;
+  fx.up_to_global_fault();
+  fx.agent->stop();
+  for (int i = 0; i < 200 && fx.status().subscribed(); ++i)
+    std::this_thread::sleep_for(5ms);
+  CHECK(fx.status().recoverystate() == "WaitReportRecoverStrategyState");
+  agent::client again{fx.daemon->address(), "job"};
+  again.start_subscribe();
+  CHECK(again.report_recover_strategy({"recover"}).code() == 0);
+  auto sig = again.next_signal(5s);
+  REQUIRE(sig);
+  CHECK(sig->changestrategy() == "recover");
+}
+
+TEST_CASE("B45: DP scale-in over gRPC") {
+  flow_fixture fx{{"elastic-training", "dump"}};
+  fx.up_to_global_fault();
+  fx.agent->report_recover_strategy({"downgrade"});
+  auto down = fx.expect("changeStrategy", "downgrade");
+  CHECK(down.extraparams() == R"({"scale-in-strategy": "DP"})");
+  CHECK(fx.agent->report_recover_status(201, "downgrade", {"0"}).code() == 0);
+  auto exit_nodes = fx.expect("faultNodesExit");
+  CHECK(exit_nodes.noderankids(0) == "0");
+  CHECK(fx.agent->report_recover_status(0, "downgrade").code() == 0);
+  fx.wait_state("ScaleRunningState");
+  fx.put({"elastic-training", "dump"}, "uid-1-replacement");
+  auto up = fx.expect("changeStrategy", "upgrade");
+  CHECK(up.extraparams() == R"({"scale-out-strategy": "DP"})");
+  fx.agent->report_recover_status(0, "upgrade");
+  fx.wait_state("INIT");
+}
