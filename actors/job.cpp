@@ -430,6 +430,7 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
         if (!kind)
           return kind.error();
         in.name = *kind;
+        in.report_kind = "process";
       }
       auto uuid = st.model.rec.uuid;
       auto state = st.model.rec.state;

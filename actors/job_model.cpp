@@ -402,7 +402,8 @@ caf::expected<decision> decide(const job_model& state, const command& cmd) {
         if (!state.registered)
           return make_error(errc::not_registered,
                             "jobId=" + state.spec.job_id + " not registed");
-        auto s = step(state.rec, state.spec, state.init, x.in, x.waits);
+        auto s = step(state.rec, state.spec, state.init, x.in, x.waits,
+                      state.device_faults);
         if (!s)
           return s.error();
         decision result;

@@ -58,6 +58,7 @@ struct ctx {
   const flow_input& in;
   const timeouts& waits;
   flow_step& out;
+  const std::vector<device_fault>* device_faults = nullptr;
 
   bool configured(const std::string& s) const {
     return contains(init.strategies, s);
@@ -89,6 +90,29 @@ struct ctx {
 
   bool support_recover() const {
     return configured("recover") && agent("recover") && plat_allows("recover");
+  }
+
+  bool support_restart_in_place() const {
+    return rec.restart_in_place && configured("recover-in-place")
+           && agent("recover") && plat_allows("recover");
+  }
+
+  // Pods whose faults make them exit (every normal-fault pod that does not
+  // restart in place).
+  std::vector<std::string> must_exit_pods() const {
+    std::vector<std::string> result;
+    for (const auto& p : pods_of(fault_list(true)))
+      if (!rec.restart_in_place
+          || rec.in_place_pods.count(std::stoi(p)) == 0)
+        result.push_back(p);
+    return result;
+  }
+
+  std::vector<std::string> in_place_pod_list() const {
+    std::vector<std::string> result;
+    for (auto p : rec.in_place_pods)
+      result.push_back(std::to_string(p));
+    return result;
   }
 
   bool support_dump() const {
@@ -175,7 +199,8 @@ struct ctx {
       type = "1";
   }
 
-  // Expands every normal fault to all ranks of its pod, as type "1".
+  // Expands every normal fault to all ranks of its pod, as type "1"; pods
+  // that restart in place keep their ranks as they are.
   void expand_normal() {
     auto index = pod_of_rank(spec);
     std::set<int32_t> pods;
@@ -184,6 +209,10 @@ struct ctx {
         if (auto i = index.find(rank); i != index.end())
           pods.insert(i->second);
     for (auto p : pods) {
+      if (rec.restart_in_place && rec.in_place_pods.count(p) > 0) {
+        rec.fault_pods.insert(p);
+        continue;
+      }
       rec.fault_pods.insert(p);
       if (const auto* q = find_pod(spec, p))
         for (const auto& d : q->devices)
@@ -191,7 +220,8 @@ struct ctx {
     }
   }
 
-  void write_reset(const std::string& op, bool restart = false) {
+  void write_reset(const std::string& op) {
+    bool restart = rec.restart_in_place;
     std::vector<int64_t> ranks;
     if (op == "fault")
       for (const auto& r : ranks_of(true))
@@ -382,13 +412,37 @@ std::string send_retry_global_fault(ctx& c) {
 
 // The globalFault of normal faults, expanded to whole pods (case 2).
 std::string send_normal_global_fault(ctx& c) {
+  if (c.configured("recover-in-place") && !c.rec.in_place_pods.empty()
+      && !c.rec.in_place_checked) {
+    // Reference §5.4 step 3: give the faults time to clear before deciding
+    // which pods restart in place.
+    c.rec.in_place_checked = true;
+    return c.arm(c.waits.recover_in_place, "inPlaceChecked");
+  }
   c.expand_normal();
   c.write_reset("fault");
   auto sig = c.signal("globalFault");
   sig.actions = {"on_global_rank", "fault_nodes_exit"};
   sig.fault_ranks = c.fault_list(true);
-  sig.node_rank_ids = c.pods_of(sig.fault_ranks);
+  sig.node_rank_ids = c.must_exit_pods();
   return c.notify(std::move(sig));
+}
+
+// After the recover-in-place wait: pods whose device fault has not cleared
+// must exit; the others restart in place.
+std::string on_in_place_checked(ctx& c) {
+  std::set<int32_t> faulty;
+  if (c.device_faults != nullptr)
+    for (const auto& f : *c.device_faults)
+      for (const auto& p : c.spec.pods)
+        if (p.node_name == f.node_name)
+          for (const auto& d : p.devices)
+            if (d.device_id == f.device_id)
+              faulty.insert(p.pod_rank);
+  for (auto p : faulty)
+    c.rec.in_place_pods.erase(p);
+  c.rec.restart_in_place = !c.rec.in_place_pods.empty();
+  return send_normal_global_fault(c);
 }
 
 // Platform mode (reference §7): write ProcessConfirmFault, then wait for
@@ -488,6 +542,8 @@ std::string choose(ctx& c) {
       c.expand_normal();
       return c.support_dump() ? "dump" : "exit";
     }
+    if (c.support_restart_in_place())
+      return "recover-in-place";
     if (c.support_recover())
       return "recover";
     if (c.can_scale_in())
@@ -498,6 +554,8 @@ std::string choose(ctx& c) {
   }
   const auto& last = results.back().strategy;
   if (last == "retry") {
+    if (c.support_restart_in_place())
+      return "recover-in-place";
     if (c.support_recover())
       return "recover";
     if (c.can_scale_in())
@@ -513,6 +571,29 @@ std::string send_strategy(ctx& c, const std::string& strategy) {
   auto sig = c.signal("changeStrategy");
   sig.actions = {"change_strategy"};
   sig.change_strategy = strategy;
+  if (strategy == "recover-in-place") {
+    // Reference §5.5 step 4: sent as recover with extraParams.
+    c.expand_normal();
+    c.write_reset("fault");
+    sig.change_strategy = "recover";
+    sig.extra_params = "recover-in-place";
+    sig.actions.push_back("fault_nodes_restart");
+    sig.fault_ranks = c.all_faults();
+    sig.node_rank_ids = c.in_place_pod_list();
+    return c.notify(std::move(sig));
+  }
+  if (c.rec.restart_in_place && strategy != "retry") {
+    // Any other strategy: every in-place pod exits after all.
+    c.rec.restart_in_place = false;
+    c.rec.in_place_pods.clear();
+    c.expand_normal();
+    sig.actions.push_back("fault_nodes_exit");
+    sig.fault_ranks = c.all_faults();
+    sig.node_rank_ids = c.must_exit_pods();
+    if (strategy == "downgrade")
+      sig.extra_params = R"({"scale-in-strategy": "DP"})";
+    return c.notify(std::move(sig));
+  }
   if (strategy == "retry") {
     sig.fault_ranks = c.fault_list(false);
   } else {
@@ -667,7 +748,8 @@ std::string on_wait_recover(ctx& c) {
 }
 
 std::string on_reschedule_check(ctx& c) {
-  if (c.pods_rescheduled()) {
+  if (c.pods_rescheduled() || (c.rec.restart_in_place && job_running(c.spec)
+                               && c.must_exit_pods().empty())) {
     c.write_reset("clear");
     c.rec.wait_until_ms = 0;
     return c.wait_report();
@@ -784,6 +866,9 @@ std::string on_reset(ctx& c) {
   r.wait_until_ms = 0;
   r.pending_strategy.clear();
   r.platform_round = false;
+  r.in_place_pods.clear();
+  r.restart_in_place = false;
+  r.in_place_checked = false;
   r.health = "Healthy";
   // Fix of reference §15.9: the confirm list of a finished round is removed,
   // so the next round is not blocked by it.
@@ -820,6 +905,8 @@ const std::vector<rule>& rules() {
      on_resource_released},                                                          // R13 (wait)
     {notify_global_fault, "notifySuccess", wait_recover_strategy, on_wait_report},  // R14
     {notify_global_fault, "notifyFail", notify_kill_job, on_kill_job},              // R15
+    {notify_global_fault, "inPlaceChecked", notify_global_fault,
+     on_in_place_checked},                                                           // §5.4 step 3
     {notify_global_fault, "resultFaultCheck", notify_global_fault,
      on_result_fault_check},                                                         // §7 round
     {notify_global_fault, "writeConfirmFaultOrWaitResultFaultTimeout",
@@ -957,7 +1044,8 @@ std::string expected_report(const std::string& state) {
 
 caf::expected<flow_step> step(const recovery& current, const job_spec& spec,
                               const init_config& init, const flow_input& in,
-                              const timeouts& waits) {
+                              const timeouts& waits,
+                              const std::vector<device_fault>& device_faults) {
   flow_step out;
   out.input = in.name;
   out.faults = in.faults;
@@ -970,6 +1058,14 @@ caf::expected<flow_step> step(const recovery& current, const job_spec& spec,
   out.path.push_back(rec.state);
   auto event = in.name;
   // Inputs that are not transitions of the reference table.
+  if (in.report_kind == "process" && contains(init.strategies, "recover-in-place")) {
+    // Software faults reported by the framework: their pods may restart in
+    // place (reference §3.7 step 4).
+    auto index = pod_of_rank(spec);
+    for (const auto& f : in.faults)
+      if (auto i = index.find(f.rank_id); i != index.end())
+        rec.in_place_pods.insert(i->second);
+  }
   if (event == "faultAbsorbed") {
     // A fault during a running flow joins it (reference §4.2).
     merge_faults(rec, spec, in.faults);
@@ -1037,7 +1133,7 @@ caf::expected<flow_step> step(const recovery& current, const job_spec& spec,
     if (in.report_kind == "status")
       rec.results.push_back(in.report);
   }
-  ctx c{rec, spec, init, in, waits, out};
+  ctx c{rec, spec, init, in, waits, out, &device_faults};
   for (int hops = 0; !event.empty(); ++hops) {
     const auto* r = find_rule(rec.state, event);
     if (r == nullptr) {

@@ -75,6 +75,13 @@ struct recovery {
   /// Platform mode: waiting for ProcessResultFault after writing
   /// ProcessConfirmFault.
   bool platform_round = false;
+  /// recover-in-place candidates: pods with software faults only.
+  std::set<int32_t> in_place_pods;
+  /// The fault processes are restarted in place (reference "restarting
+  /// fault processes"); `in_place_pods` restart, the other fault pods exit.
+  bool restart_in_place = false;
+  /// The recover-in-place check (reference §5.4 step 3) has run.
+  bool in_place_checked = false;
 };
 
 /// An input of the machine.
@@ -170,9 +177,12 @@ const std::vector<transition>& transitions();
 /// the current state has no rule for the input (nothing changes then).
 /// @param spec The job's spec (topology and configured strategies).
 /// @param init The configuration captured at Init.
+/// @param device_faults The fault center's current view of the job (for
+///        recover-in-place: a pod with a device fault cannot restart in place).
 [[nodiscard]] caf::expected<flow_step>
 step(const recovery& current, const job_spec& spec, const init_config& init,
-     const flow_input& in, const timeouts& waits);
+     const flow_input& in, const timeouts& waits,
+     const std::vector<device_fault>& device_faults = {});
 
 /// What a ReportProcessFault with `faults` is for the machine: "faultOccur"
 /// (starts a flow), "faultAbsorbed" (joins the running flow) or "preExit"

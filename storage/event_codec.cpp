@@ -64,6 +64,10 @@ void to_proto(const recovery& x, pe::RecoveryState& out) {
   out.set_waituntilms(x.wait_until_ms);
   out.set_pendingstrategy(x.pending_strategy);
   out.set_platformround(x.platform_round);
+  for (auto p : x.in_place_pods)
+    out.add_inplacepods(p);
+  out.set_restartinplace(x.restart_in_place);
+  out.set_inplacechecked(x.in_place_checked);
 }
 
 recovery from_proto(const pe::RecoveryState& x) {
@@ -92,6 +96,9 @@ recovery from_proto(const pe::RecoveryState& x) {
   result.wait_until_ms = x.waituntilms();
   result.pending_strategy = x.pendingstrategy();
   result.platform_round = x.platformround();
+  result.in_place_pods = {x.inplacepods().begin(), x.inplacepods().end()};
+  result.restart_in_place = x.restartinplace();
+  result.in_place_checked = x.inplacechecked();
   return result;
 }
 

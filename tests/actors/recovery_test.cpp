@@ -485,3 +485,50 @@ TEST_CASE("no scale-in when pod 0 is faulty or the agent cannot downgrade") {
   n.report("strategy", 0, "", {"dump"});
   CHECK(n.rec.outbox->change_strategy == "exit");
 }
+
+TEST_CASE("recover-in-place: software-fault pods restart in place; a pod with "
+          "a device fault must exit") {
+  machine m{{"recover-in-place", "recover", "dump"}};
+  flow_input in;
+  in.name = "faultOccur";
+  in.report_kind = "process";
+  in.faults = {{"8", "1"}};
+  m.feed(in);
+  m.deliver();
+  m.report("stop");
+  CHECK(m.rec.deadline_event == "inPlaceChecked");
+  flow_input checked;
+  checked.name = "inPlaceChecked";
+  m.feed(checked);
+  REQUIRE(m.rec.outbox);
+  CHECK(m.rec.outbox->signal_type == "globalFault");
+  CHECK(m.rec.outbox->node_rank_ids.empty()); // nobody must exit
+  CHECK(m.rec.outbox->fault_ranks.size() == 1); // not expanded
+  CHECK(m.rec.reset_json.find("\"RestartFaultProcess\":true") != std::string::npos);
+  m.deliver();
+  m.report("strategy", 0, "", {"recover", "dump"});
+  REQUIRE(m.rec.outbox);
+  CHECK(m.rec.outbox->change_strategy == "recover");
+  CHECK(m.rec.outbox->extra_params == "recover-in-place");
+  CHECK(m.rec.outbox->actions
+        == std::vector<std::string>{"change_strategy", "fault_nodes_restart"});
+  CHECK(m.rec.outbox->node_rank_ids == std::vector<std::string>{"1"});
+
+  MESSAGE("the same with a device fault on the pod's node: it must exit");
+  machine n{{"recover-in-place", "recover", "dump"}};
+  n.feed(in);
+  n.deliver();
+  n.report("stop");
+  std::vector<device_fault> faults{{"n1", "0", {"81078603"}, ""}};
+  flow_input checked2;
+  checked2.name = "inPlaceChecked";
+  checked2.now_ms = n.now;
+  checked2.fresh_uuid = "x";
+  auto s2 = step(n.rec, n.spec, n.init, checked2, n.waits, faults);
+  REQUIRE(s2);
+  n.rec = s2->after;
+  REQUIRE(n.rec.outbox);
+  CHECK(n.rec.outbox->node_rank_ids == std::vector<std::string>{"1"});
+  CHECK(n.rec.outbox->fault_ranks.size() == 8);
+  CHECK_FALSE(n.rec.restart_in_place);
+}

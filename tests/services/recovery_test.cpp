@@ -39,6 +39,7 @@ struct flow_fixture {
     w.resource_release = 0ms;
     w.hccl_convergence = 0ms;
     w.restart_all = 0ms;
+    w.recover_in_place = 0ms;
     w.exit_reschedule = 100ms;
     w.job_fallback = 2s;
     w.poll = 20ms;
@@ -583,4 +584,21 @@ TEST_CASE("B45: DP scale-in over gRPC") {
   CHECK(up.extraparams() == R"({"scale-out-strategy": "DP"})");
   fx.agent->report_recover_status(0, "upgrade");
   fx.wait_state("INIT");
+}
+
+TEST_CASE("recover-in-place over gRPC") {
+  flow_fixture fx{{"recover-in-place", "recover", "dump"}};
+  fx.agent->report_process_fault({{"8", "1"}});
+  fx.expect("stopTrain");
+  fx.agent->report_stop_complete(0);
+  auto global = fx.expect("globalFault");
+  CHECK(global.noderankids_size() == 0);
+  fx.agent->report_recover_strategy({"recover"});
+  auto change = fx.expect("changeStrategy", "recover");
+  CHECK(change.extraparams() == "recover-in-place");
+  REQUIRE(change.actions_size() == 2);
+  CHECK(change.actions(1) == "fault_nodes_restart");
+  fx.agent->report_recover_status(0, "recover");
+  fx.wait_state("INIT");
+  CHECK(fx.status().lastoutcome() == "recover-success");
 }
