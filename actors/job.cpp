@@ -353,7 +353,8 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
             return;
           // Reference §4.1: new faults start, join or pre-empt a flow.
           auto [name, fresh] = fault_center_input(m.rec, m.spec, m.init,
-                                                  before, m.device_faults);
+                                                  before, m.device_faults,
+                                                  m.health_state);
           if (name.empty())
             return;
           flow_input in;

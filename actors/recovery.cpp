@@ -1228,12 +1228,16 @@ std::pair<std::string, std::vector<fault_rank>>
 fault_center_input(const recovery& current, const job_spec& spec,
                    const init_config& init,
                    const std::vector<device_fault>& before,
-                   const std::vector<device_fault>& after) {
+                   const std::vector<device_fault>& after,
+                   const std::string& health_state) {
   recovery scratch;
   flow_input none;
   flow_step sink;
   timeouts waits;
   ctx c{scratch, spec, init, none, waits, sink};
+  if (health_state == "SubHealthy"
+      && !(init.sub_healthy_strategy == "graceExit" && c.dump_only()))
+    return {};
   bool retry = c.support_retry();
   auto old_faults = wire_faults(spec, retry, before);
   std::vector<fault_rank> fresh;

@@ -199,11 +199,15 @@ classify_process_fault(const recovery& current, const job_spec& spec,
 /// "2" for 8C1F860B when step retry is allowed, "1" otherwise), and what the
 /// machine does with them: "faultOccur", "faultAbsorbed", "preExit", or ""
 /// when nothing is new.
+/// A SubHealthy job's faults are handled only when its sub-health strategy
+/// is graceExit and the job is dump-only (reference §4.1 step 2, hot switch
+/// not supported).
 std::pair<std::string, std::vector<fault_rank>>
 fault_center_input(const recovery& current, const job_spec& spec,
                    const init_config& init,
                    const std::vector<device_fault>& before,
-                   const std::vector<device_fault>& after);
+                   const std::vector<device_fault>& after,
+                   const std::string& health_state = "UnHealthy");
 
 /// The event a delivered signal produces (reference §2.4), or "" for none.
 std::string send_result_event(const process_signal& sig);

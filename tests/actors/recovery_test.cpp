@@ -532,3 +532,66 @@ TEST_CASE("recover-in-place: software-fault pods restart in place; a pod with "
   CHECK(n.rec.outbox->fault_ranks.size() == 8);
   CHECK_FALSE(n.rec.restart_in_place);
 }
+
+TEST_CASE("R4: a dump-only job takes the dying-gasp dump") {
+  machine m{{"dump"}};
+  m.fault({{"8", "1"}});
+  CHECK(m.rec.state == st::notify_dump);
+  REQUIRE(m.rec.outbox);
+  CHECK(m.rec.outbox->signal_type == "saveAndExit");
+  CHECK(m.rec.outbox->actions == std::vector<std::string>{"save_and_exit"});
+  CHECK(m.rec.outbox->node_rank_ids == std::vector<std::string>{"1"});
+  m.deliver();
+  CHECK(m.rec.state == st::wait_dump_status);
+  m.report("status", 0, "dump");
+  CHECK(m.last_annotations.at("ProcessRecoverStatus") == "dump-success");
+}
+
+TEST_CASE("the ladder in platform mode follows the platform's strategy") {
+  struct row {
+    std::string plat;
+    std::vector<std::string> agent;
+    std::string expected;
+  };
+  std::vector<row> rows{
+    {"recover", {"recover", "dump"}, "recover"},
+    // plat=dump makes the job dump-only: the R4 dying-gasp path instead.
+    {"exit", {"recover", "dump"}, "exit"},
+    {"recover", {"dump"}, "exit"},
+  };
+  for (const auto& r : rows) {
+    CAPTURE(r.plat);
+    machine m{{"recover", "dump"}};
+    m.spec.platform_mode = true;
+    m.init = make_init_config(m.spec);
+    m.spec.annotations["ProcessRecoverStrategy"] = r.plat;
+    m.fault({{"8", "1"}});
+    m.deliver();
+    m.report("stop");
+    REQUIRE(m.rec.platform_round);
+    CHECK(m.last_annotations.at("ProcessConfirmFault") == "8:1");
+    m.spec.annotations["ProcessResultFault"] = "";
+    flow_input changed;
+    changed.name = "annotationsChanged";
+    m.feed(changed);
+    m.deliver();
+    m.report("strategy", 0, "", r.agent);
+    REQUIRE(m.rec.outbox);
+    CHECK(m.rec.outbox->change_strategy == r.expected);
+  }
+}
+
+TEST_CASE("fault center: SubHealthy faults are skipped unless graceExit and "
+          "dump-only") {
+  machine m{{"recover"}};
+  std::vector<device_fault> now{{"n1", "0", {"X"}, ""}};
+  CHECK(fault_center_input(m.rec, m.spec, m.init, {}, now, "SubHealthy")
+          .first.empty());
+  CHECK(fault_center_input(m.rec, m.spec, m.init, {}, now, "UnHealthy").first
+        == "preExit");
+  machine d{{"dump"}};
+  d.spec.sub_healthy_strategy = "graceExit";
+  d.init = make_init_config(d.spec);
+  CHECK(fault_center_input(d.rec, d.spec, d.init, {}, now, "SubHealthy").first
+        == "preExit");
+}
