@@ -84,6 +84,15 @@ void feed_quietly(self_ptr self, flow_input in) {
     });
 }
 
+// Feeds the named input (with faults, if any), logging a refusal.
+void feed_event(self_ptr self, std::string name,
+                std::vector<fault_rank> faults = {}) {
+  flow_input in;
+  in.name = std::move(name);
+  in.faults = std::move(faults);
+  feed_quietly(self, std::move(in));
+}
+
 void arm_flow_timer(self_ptr self) {
   const auto& rec = self->state.model.rec;
   if (rec.deadline_ms <= 0)
@@ -177,15 +186,10 @@ void after_events(self_ptr self, const std::vector<event_body>& bodies) {
   if (!st.model.registered || rec.state == st::init)
     return;
   // Pod changes and platform annotations are what some waits wait for.
-  if (job_changed) {
-    flow_input in;
-    in.name = "jobChanged";
-    feed_quietly(self, std::move(in));
-  } else if (annotations_changed_now) {
-    flow_input in;
-    in.name = "annotationsChanged";
-    feed_quietly(self, std::move(in));
-  }
+  if (job_changed)
+    feed_event(self, "jobChanged");
+  else if (annotations_changed_now)
+    feed_event(self, "annotationsChanged");
 }
 
 // Appends the events `bodies` through the journal; once durable, applies
@@ -355,12 +359,8 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
           auto [name, fresh] = fault_center_input(m.rec, m.spec, m.init,
                                                   before, m.device_faults,
                                                   m.health_state);
-          if (name.empty())
-            return;
-          flow_input in;
-          in.name = name;
-          in.faults = fresh;
-          feed_quietly(self, std::move(in));
+          if (!name.empty())
+            feed_event(self, name, fresh);
         },
         [=](caf::error& err) mutable { rp.deliver(err); });
       return rp;

@@ -1274,24 +1274,18 @@ std::string send_result_event(const process_signal& sig) {
     return "notifyFaultNodesExitSuccessEvent";
   if (t != "changeStrategy")
     return "notifySuccess";
-  const auto& s = sig.change_strategy;
-  if (s == "retry")
-    return "notifyRetryStrategySuccess";
-  if (s == "recover")
-    return "notifyRecoverStrategySuccess";
-  if (s == "dump")
-    return "notifyDumpStrategySuccess";
-  if (s == "exit")
-    return "notifyExitStrategySuccess";
-  if (s == "continue")
-    return "notifyContinueSuccessEvent";
-  if (s == "downgrade")
-    return "notifyScaleInStrategySuccessEvent";
-  if (s == "upgrade")
-    return "notifyScaleOutStrategySuccessEvent";
-  if (s == "migration")
-    return "notifySuccess";
-  return {};
+  static const std::map<std::string, std::string> by_strategy = {
+    {"retry", "notifyRetryStrategySuccess"},
+    {"recover", "notifyRecoverStrategySuccess"},
+    {"dump", "notifyDumpStrategySuccess"},
+    {"exit", "notifyExitStrategySuccess"},
+    {"continue", "notifyContinueSuccessEvent"},
+    {"downgrade", "notifyScaleInStrategySuccessEvent"},
+    {"upgrade", "notifyScaleOutStrategySuccessEvent"},
+    {"migration", "notifySuccess"},
+  };
+  auto i = by_strategy.find(sig.change_strategy);
+  return i == by_strategy.end() ? std::string{} : i->second;
 }
 
 std::string reset_document(const std::string& op,

@@ -256,3 +256,104 @@ TEST_CASE("e2e: SIGKILL in the middle of a recovery; the restarted daemon "
   CHECK(got.find("\"lastOutcome\": \"recover-success\"") != std::string::npos);
   agent.stop();
 }
+
+namespace {
+
+/// Drives one recovery through the real daemon and SIGKILLs it once when the
+/// job reaches `kill_at`; the restarted daemon must finish the flow with the
+/// same uuid and a consistent log.
+void crash_at(const std::string& kill_at) {
+  CAPTURE(kill_at);
+  temp_dir dir;
+  {
+    std::ofstream f{dir / "job.json"};
+    f << job_file;
+  }
+  // Waits long enough to kill inside them, short enough to pass quickly.
+  std::vector<std::string> waits{"--fault-flush-wait",
+                                 kill_at == "WaitFaultFlushFinishedState"
+                                   ? "1s"
+                                   : "0",
+                                 "--resource-release-wait",
+                                 kill_at == "NotifyGlobalFaultState" ? "1s"
+                                                                     : "0"};
+  auto d = std::make_unique<running_daemon>(dir, "127.0.0.1:0", waits);
+  auto address = d->address;
+  REQUIRE(ctl(address, "job put " + (dir / "job.json")).first == 0);
+  recoverd::agent::client agent{address, "e2e-job"};
+  REQUIRE(agent.init_clusterd().code() == 0);
+  auto state = [&] {
+    auto [rc, got] = ctl(address, "job get e2e-job");
+    auto key = std::string{"\"recoveryState\": \""};
+    auto at = got.find(key);
+    if (rc != 0 || at == std::string::npos)
+      return std::string{};
+    at += key.size();
+    return got.substr(at, got.find('"', at) - at);
+  };
+  auto crash = [&] {
+    REQUIRE(state() == kill_at);
+    d->proc->kill(SIGKILL);
+    REQUIRE(d->proc->wait() == 128 + SIGKILL);
+    d = std::make_unique<running_daemon>(dir, address, waits);
+  };
+  if (kill_at != "NotifyStopTrainState") {
+    agent.start_subscribe();
+    std::this_thread::sleep_for(300ms);
+  }
+  REQUIRE(agent.report_process_fault({{"2", "1"}}).code() == 0);
+  if (kill_at == "NotifyStopTrainState") {
+    // Nobody is subscribed: the stopTrain waits in the outbox.
+    crash();
+    agent.start_subscribe();
+  }
+  auto stop = agent.next_signal(5s);
+  REQUIRE(stop);
+  REQUIRE(stop->signaltype() == "stopTrain");
+  auto uuid = stop->uuid();
+  if (kill_at == "WaitReportStopCompleteState")
+    crash();
+  REQUIRE(agent.report_stop_complete(0).code() == 0);
+  if (kill_at == "WaitFaultFlushFinishedState"
+      || kill_at == "NotifyGlobalFaultState")
+    crash();
+  auto global = agent.next_signal(5s);
+  REQUIRE(global);
+  CHECK(global->signaltype() == "globalFault");
+  CHECK(global->uuid() == uuid);
+  if (kill_at == "WaitReportRecoverStrategyState")
+    crash();
+  REQUIRE(agent.report_recover_strategy({"recover", "dump"}).code() == 0);
+  auto change = agent.next_signal(5s);
+  REQUIRE(change);
+  CHECK(change->changestrategy() == "recover");
+  CHECK(change->uuid() == uuid);
+  if (kill_at == "WaitReportProcessRecoverStatusState")
+    crash();
+  REQUIRE(agent.report_recover_status(0, "recover").code() == 0);
+  auto [rc, got] = ctl(address, "job get e2e-job");
+  CHECK(got.find("\"recoveryState\": \"INIT\"") != std::string::npos);
+  CHECK(got.find("\"lastOutcome\": \"recover-success\"") != std::string::npos);
+  CHECK(got.find("\"flows\": \"1\"") != std::string::npos);
+  CHECK(got.find("\"ProcessRecoverStatus\": \"recover-success\"")
+        != std::string::npos);
+  agent.stop();
+  MESSAGE("the log replays to the same state after a clean stop");
+  d->proc->kill(SIGTERM);
+  REQUIRE(d->proc->wait() == 0);
+  d = std::make_unique<running_daemon>(dir, address, waits);
+  auto [rc2, again] = ctl(address, "job get e2e-job");
+  CHECK(again.find("\"lastOutcome\": \"recover-success\"") != std::string::npos);
+  CHECK(again.find("\"recoveryState\": \"INIT\"") != std::string::npos);
+}
+
+} // namespace
+
+TEST_CASE("e2e crash test: SIGKILL once at each state of a recovery") {
+  for (const char* at :
+       {"NotifyStopTrainState", "WaitReportStopCompleteState",
+        "WaitFaultFlushFinishedState", "NotifyGlobalFaultState",
+        "WaitReportRecoverStrategyState",
+        "WaitReportProcessRecoverStatusState"})
+    crash_at(at);
+}

@@ -505,6 +505,20 @@ TEST_CASE("B18: recover fails; dump follows when supported, exit otherwise") {
   fx.expect("changeStrategy", "exit");
 }
 
+namespace {
+
+// A UCE fault on rank 3 up to the step retry.
+void up_to_retry(flow_fixture& fx) {
+  fx.agent->report_process_fault({{"3", "0"}});
+  fx.expect("stopTrain");
+  fx.agent->report_stop_complete(0);
+  fx.expect("globalFault");
+  fx.agent->report_recover_strategy({"retry", "recover", "dump"});
+  fx.expect("changeStrategy", "retry");
+}
+
+} // namespace
+
 TEST_CASE("B22/B23/B24: step retry without agent support, 405 and 406") {
   {
     flow_fixture fx{{"retry", "recover", "dump"}};
@@ -517,12 +531,7 @@ TEST_CASE("B22/B23/B24: step retry without agent support, 405 and 406") {
   }
   {
     flow_fixture fx{{"retry", "recover", "dump"}};
-    fx.agent->report_process_fault({{"3", "0"}});
-    fx.expect("stopTrain");
-    fx.agent->report_stop_complete(0);
-    fx.expect("globalFault");
-    fx.agent->report_recover_strategy({"retry", "recover", "dump"});
-    fx.expect("changeStrategy", "retry");
+    up_to_retry(fx);
     fx.agent->report_recover_status(405, "retry");
     auto again = fx.expect("globalFault"); // B23
     CHECK(again.faultranks_size() == 8);
@@ -531,12 +540,7 @@ TEST_CASE("B22/B23/B24: step retry without agent support, 405 and 406") {
     fx.expect("changeStrategy", "recover");
   }
   flow_fixture fx{{"retry", "recover", "dump"}};
-  fx.agent->report_process_fault({{"3", "0"}});
-  fx.expect("stopTrain");
-  fx.agent->report_stop_complete(0);
-  fx.expect("globalFault");
-  fx.agent->report_recover_strategy({"retry", "recover", "dump"});
-  fx.expect("changeStrategy", "retry");
+  up_to_retry(fx);
   fx.agent->report_recover_status(406, "retry");
   fx.expect("changeStrategy", "dump"); // B24: never recover
 }
