@@ -51,8 +51,10 @@ std::string new_uuid(self_ptr self) {
                 static_cast<unsigned long long>(ns));
   std::string result = head;
   result += '-';
+  // One generator per worker thread, not per job (it is 2.5 KB).
+  thread_local std::mt19937_64 rng{std::random_device{}()};
   for (int i = 0; i < 2; ++i) {
-    auto x = self->state.rng();
+    auto x = rng();
     for (int j = 0; j < 16; ++j)
       result.push_back(hex[(x >> (j * 4)) & 0xf]);
   }
@@ -65,7 +67,6 @@ void feed(self_ptr self, flow_input in, OnOk on_ok, OnErr on_err) {
   auto& st = self->state;
   in.now_ms = std::max(in.now_ms, st.cfg.clock());
   in.fresh_uuid = new_uuid(self);
-  auto name = in.name;
   auto d = decide(st.model, flow_cmd{std::move(in), st.cfg.waits});
   if (!d) {
     on_err(d.error());
@@ -137,8 +138,9 @@ void after_events(self_ptr self, const std::vector<event_body>& bodies) {
   for (const auto& body : bodies) {
     if (const auto* x = std::get_if<flow_stepped>(&body)) {
       flow = true;
-      notify_watchers = notify_watchers || !x->annotations.empty() || !x->removed_annotations.empty()
-                        || x->after.label != st.model.rec.label
+      // Annotation writes and state changes (the label moves with them).
+      notify_watchers = notify_watchers || !x->annotations.empty()
+                        || !x->removed_annotations.empty()
                         || x->path.size() > 1;
       for (const auto& sig : x->side_signals) {
         if (st.subscriber && st.subscriber->push(sig))
@@ -279,7 +281,6 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
   self->set_down_handler([=](caf::down_msg&) { self->quit(); });
   if (parent)
     self->monitor(parent);
-  self->state.rng.seed(std::random_device{}());
   // Resume: re-arm the wait of a flow that was running (past deadlines fire
   // at once); a pending signal goes out when the agent subscribes.
   arm_flow_timer(self);

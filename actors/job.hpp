@@ -1,6 +1,5 @@
 #pragma once
 
-#include <random>
 #include <vector>
 
 #include "actors/actors.hpp"
@@ -24,8 +23,6 @@ struct job_state {
   std::vector<annotations_sink_ptr> watchers;
   /// Events since the last snapshot.
   uint64_t events_since_snapshot = 0;
-  /// Random source for flow uuids.
-  std::mt19937_64 rng;
 
   static inline const char* name = "job";
 };

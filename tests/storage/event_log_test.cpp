@@ -232,8 +232,35 @@ TEST_CASE("snapshots round-trip the whole state") {
          {5, 14, device_faults_reported{"SubHealthy", {{"n1", "2", {"X"}, ""}}}},
        })
     m = apply(m, ev);
+  m.rec.state = "WaitReportRecoverStrategyState";
+  m.rec.uuid = "U-1";
+  m.rec.faults = {{"8", "1"}, {"3", "0"}};
+  m.rec.fault_pods = {1};
+  m.rec.decided = {"retry"};
+  m.rec.results = {{405, "retry", {"9"}}};
+  m.rec.outbox = process_signal{"U-1", "j1", "globalFault", {"on_global_rank"},
+                                {{"8", "1"}}, "", 33, {"1"}, ""};
+  m.rec.deadline_ms = 123;
+  m.rec.deadline_event = "receiveTimeout";
+  m.rec.origin_uids = {{1, "uid"}};
+  m.rec.in_place_pods = {1};
+  m.rec.platform_round = true;
   auto back = decode_snapshot(encode_snapshot(m));
   REQUIRE(back);
+  CHECK(back->rec.state == m.rec.state);
+  CHECK(back->rec.uuid == "U-1");
+  CHECK(back->rec.faults == m.rec.faults);
+  CHECK(back->rec.fault_pods == m.rec.fault_pods);
+  CHECK(back->rec.decided == m.rec.decided);
+  REQUIRE(back->rec.results.size() == 1);
+  CHECK(back->rec.results[0].isolate_ranks == std::vector<std::string>{"9"});
+  REQUIRE(back->rec.outbox.has_value());
+  CHECK(back->rec.outbox->timeout == 33);
+  CHECK(back->rec.deadline_ms == 123);
+  CHECK(back->rec.deadline_event == "receiveTimeout");
+  CHECK(back->rec.origin_uids.at(1) == "uid");
+  CHECK(back->rec.in_place_pods == m.rec.in_place_pods);
+  CHECK(back->rec.platform_round);
   CHECK(back->seq == 5);
   CHECK(back->exists);
   CHECK(back->registered);
