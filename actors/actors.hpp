@@ -57,6 +57,11 @@ typename Inspector::result_type inspect(Inspector& f, recover_report& x) {
            x.isolate_ranks);
 }
 
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, nic_op& x) {
+  return f(caf::meta::type_name("nic_op"), x.node, x.device, x.to_backup);
+}
+
 /// The JOURNAL: the only writer of the event log. Batches appends from all
 /// jobs into one write (group commit) and replies once they are durable.
 using journal_actor = caf::typed_actor<
@@ -101,6 +106,12 @@ using job_actor = caf::typed_actor<
   caf::replies_to<subscribe_atom, client_info, signal_sink_ptr>::with<ok_atom>,
   // Recover reports and ReportProcessFault: the RPC's name and the input.
   caf::replies_to<report_atom, std::string, flow_input>::with<biz_status>,
+  // SwitchNicTrack: the operations and who asked.
+  caf::replies_to<switch_atom, std::vector<nic_op>, std::string>::with<biz_status>,
+  // SubscribeNotifySwitch: a worker stream.
+  caf::replies_to<worker_atom, switch_sink_ptr>::with<ok_atom>,
+  // SubscribeSwitchNicSignal: an operator stream.
+  caf::replies_to<om_atom, om_sink_ptr>::with<ok_atom>,
   // Ends every stream of the job (daemon shutdown).
   caf::replies_to<shutdown_atom>::with<ok_atom>,
   // A recovery deadline armed for (deadline, event) (self-sent).
@@ -129,6 +140,10 @@ using job_registry_actor = caf::typed_actor<
   // Recover reports for a job (client.job_id): the RPC's name and the input.
   caf::replies_to<report_atom, client_info, std::string,
                   flow_input>::with<biz_status>,
+  caf::replies_to<switch_atom, std::string, std::vector<nic_op>,
+                  std::string>::with<biz_status>,
+  caf::replies_to<worker_atom, std::string, switch_sink_ptr>::with<ok_atom>,
+  caf::replies_to<om_atom, std::string, om_sink_ptr>::with<ok_atom>,
   // Ends every stream of every job (daemon shutdown).
   caf::replies_to<shutdown_atom>::with<ok_atom>>;
 

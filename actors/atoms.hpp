@@ -49,6 +49,12 @@ using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>;
 using report_atom = caf::atom_constant<caf::atom("report")>;
 /// A recovery-machine deadline (self-sent).
 using flowtimer_atom = caf::atom_constant<caf::atom("flowtimer")>;
+/// SwitchNicTrack.
+using switch_atom = caf::atom_constant<caf::atom("switchnic")>;
+/// A worker stream for SwitchRankList.
+using worker_atom = caf::atom_constant<caf::atom("worker")>;
+/// An operator stream for O&M messages.
+using om_atom = caf::atom_constant<caf::atom("omwatch")>;
 /// Component status (introspection).
 using status_atom = caf::atom_constant<caf::atom("status")>;
 

@@ -108,9 +108,32 @@ void arm_flow_timer(self_ptr self) {
 // input of the machine.
 void deliver_outbox(self_ptr self) {
   auto& st = self->state;
-  if (!st.model.rec.outbox || !st.subscriber)
+  if (!st.model.rec.outbox)
+    return;
+  if (!st.subscriber && st.model.rec.outbox->signal_type != "SwitchRankList")
     return;
   auto sig = *st.model.rec.outbox;
+  if (sig.signal_type == "SwitchRankList") {
+    // Goes to the newest open worker stream, not to the agent.
+    auto& ws = st.switch_workers;
+    ws.erase(std::remove_if(ws.begin(), ws.end(),
+                            [](const auto& w) { return w->closed(); }),
+             ws.end());
+    const auto& rec = st.model.rec;
+    switch_rank_list list{rec.switch_ranks, rec.switch_ops,
+                          st.model.spec.job_id};
+    while (!ws.empty() && !ws.back()->push(list))
+      ws.pop_back();
+    if (ws.empty())
+      return;
+    ES_INFO("job {} sent SwitchRankList of {} ranks", st.model.spec.job_id,
+            list.ranks.size());
+    flow_input in;
+    in.name = "notifySuccess";
+    in.delivered = sig;
+    feed_quietly(self, std::move(in));
+    return;
+  }
   if (!st.subscriber->push(sig)) {
     // The stream is gone: wait for a new subscriber or the notify timeout.
     st.subscriber = nullptr;
@@ -153,6 +176,20 @@ void after_events(self_ptr self, const std::vector<event_body>& bodies) {
       if (x->path.size() > 1)
         ES_INFO("job {} recovery {} -> {} on {}", st.model.spec.job_id,
                 x->path.front(), x->path.back(), x->input);
+      for (const auto& msg : x->om_messages) {
+        ES_INFO("job {} tells the operator: {}", st.model.spec.job_id, msg);
+        auto& ops = st.operators;
+        ops.erase(std::remove_if(ops.begin(), ops.end(),
+                                 [&](auto& o) {
+                                   return !o->push({st.model.spec.job_id, msg});
+                                 }),
+                  ops.end());
+      }
+      if (x->om_final) {
+        for (auto& o : st.operators)
+          o->finish(caf::none);
+        st.operators.clear();
+      }
     }
     if (const auto* x = std::get_if<job_put>(&body))
       job_changed = job_changed || !x->created;
@@ -169,6 +206,12 @@ void after_events(self_ptr self, const std::vector<event_body>& bodies) {
       for (auto& w : st.watchers)
         w->finish(caf::none);
       st.watchers.clear();
+      for (auto& w : st.switch_workers)
+        w->finish(caf::none);
+      st.switch_workers.clear();
+      for (auto& o : st.operators)
+        o->finish(caf::none);
+      st.operators.clear();
       return;
     }
     notify_watchers = notify_watchers || changes_annotations(body);
@@ -442,6 +485,8 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
         [=]() mutable {
           if (rpc == "ReportProcessFault")
             rp.deliver(biz_status{0, "receive ReportProcessFault"});
+          else if (rpc == "ReplySwitchNicResult")
+            rp.deliver(biz_status{0, "reply success"});
           else
             rp.deliver(biz_status{0, "jobId=" + id + ", uuid=" + uuid
                                        + ", receive " + rpc});
@@ -455,6 +500,55 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
             rp.deliver(err);
         });
       return rp;
+    },
+    [=](switch_atom, std::vector<nic_op>& ops,
+        std::string& who) -> caf::result<biz_status> {
+      auto& st = self->state;
+      if (!st.model.exists)
+        return biz_status{413, "job:" + st.model.spec.job_id + " not exist"};
+      flow_input in;
+      in.name = "startSwitchNic";
+      in.who = who;
+      // Check and start are one step of this actor: no window in between.
+      auto verdict = validate_switch(st.model.rec, st.model.spec,
+                                     st.model.registered,
+                                     st.subscriber != nullptr, ops,
+                                     in.switch_ranks, in.switch_ops);
+      if (verdict.code != 0)
+        return verdict;
+      auto rp = self->make_response_promise<biz_status>();
+      feed(
+        self, std::move(in), [=]() mutable { rp.deliver(verdict); },
+        [=](caf::error& err) mutable { rp.deliver(err); });
+      return rp;
+    },
+    [=](worker_atom, switch_sink_ptr& sink) -> caf::result<ok_atom> {
+      auto& st = self->state;
+      if (!st.model.exists || !st.model.registered)
+        return make_error(errc::not_registered,
+                          "jobId=" + st.model.spec.job_id
+                            + " not registed, please wait agent register");
+      st.switch_workers.push_back(std::move(sink));
+      deliver_outbox(self);
+      return ok_atom::value;
+    },
+    [=](om_atom, om_sink_ptr& sink) -> caf::result<ok_atom> {
+      auto& st = self->state;
+      const auto& id = st.model.spec.job_id;
+      if (!st.model.exists || !st.model.registered)
+        return make_error(errc::not_registered, "jobId=" + id + " not registed");
+      const auto& rec = st.model.rec;
+      if (rec.om_kind.empty() && rec.om_last_message.empty())
+        return make_error(errc::not_registered,
+                          "jobId=" + id + " is not swtiching nic");
+      // A late operator gets the outcome of the last action.
+      if (!rec.om_last_message.empty())
+        sink->push({id, rec.om_last_message});
+      if (rec.om_kind.empty() || rec.om_done)
+        sink->finish(caf::none);
+      else
+        st.operators.push_back(std::move(sink));
+      return ok_atom::value;
     },
     [=](flowtimer_atom, int64_t deadline, std::string& ev) {
       const auto& rec = self->state.model.rec;
@@ -473,9 +567,16 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
           make_error(errc::shutting_down, "recoverd is shutting down"));
       st.subscriber = nullptr;
       st.live_generation = 0;
+      auto bye = make_error(errc::shutting_down, "recoverd is shutting down");
       for (auto& w : st.watchers)
-        w->finish(make_error(errc::shutting_down, "recoverd is shutting down"));
+        w->finish(bye);
       st.watchers.clear();
+      for (auto& w : st.switch_workers)
+        w->finish(bye);
+      st.switch_workers.clear();
+      for (auto& o : st.operators)
+        o->finish(bye);
+      st.operators.clear();
       return ok_atom::value;
     },
     [=](keepalive_atom, uint64_t generation) {

@@ -21,6 +21,10 @@ struct job_state {
   uint64_t live_generation = 0;
   /// Open WatchAnnotations streams.
   std::vector<annotations_sink_ptr> watchers;
+  /// Open SubscribeNotifySwitch (worker) streams; the newest gets the list.
+  std::vector<switch_sink_ptr> switch_workers;
+  /// Open operator streams of the running (or last) O&M action.
+  std::vector<om_sink_ptr> operators;
   /// Events since the last snapshot.
   uint64_t events_since_snapshot = 0;
 

@@ -411,7 +411,8 @@ caf::expected<decision> decide(const job_model& state, const command& cmd) {
         // is not worth an event.
         if (s->path.size() > 1 || !s->side_signals.empty()
             || !s->annotations.empty() || !s->removed_annotations.empty()
-            || s->delivered || s->after.platform_round != state.rec.platform_round
+            || s->delivered || !s->om_messages.empty()
+            || s->after.platform_round != state.rec.platform_round
             || x.in.name == "faultAbsorbed"
             || s->after.deadline_ms != state.rec.deadline_ms)
           result.events.emplace_back(std::move(*s));

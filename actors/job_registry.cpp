@@ -252,6 +252,26 @@ job_registry(job_registry_actor::stateful_pointer<job_registry_state> self,
                               std::move(in));
       return biz_status{400, "jobId=" + client.job_id + " not registed"};
     },
+    [=](switch_atom, std::string& id, std::vector<nic_op>& ops,
+        std::string& who) -> caf::result<biz_status> {
+      if (auto* hdl = find(self, id))
+        return self->delegate(*hdl, switch_atom::value, std::move(ops),
+                              std::move(who));
+      return biz_status{413, "job:" + id + " not exist"};
+    },
+    [=](worker_atom, std::string& id,
+        switch_sink_ptr& sink) -> caf::result<ok_atom> {
+      if (auto* hdl = find(self, id))
+        return self->delegate(*hdl, worker_atom::value, std::move(sink));
+      return make_error(errc::not_registered,
+                        "jobId=" + id
+                          + " not registed, please wait agent register");
+    },
+    [=](om_atom, std::string& id, om_sink_ptr& sink) -> caf::result<ok_atom> {
+      if (auto* hdl = find(self, id))
+        return self->delegate(*hdl, om_atom::value, std::move(sink));
+      return make_error(errc::not_registered, "jobId=" + id + " not registed");
+    },
     [=](shutdown_atom) -> caf::result<ok_atom> {
       auto rp = self->make_response_promise<ok_atom>();
       fan_out<ok_atom>(

@@ -869,6 +869,10 @@ std::string on_reset(ctx& c) {
   r.in_place_pods.clear();
   r.restart_in_place = false;
   r.in_place_checked = false;
+  r.om_kind.clear();
+  r.om_operator.clear();
+  r.switch_ranks.clear();
+  r.switch_ops.clear();
   r.health = "Healthy";
   // Fix of reference §15.9: the confirm list of a finished round is removed,
   // so the next round is not blocked by it.
@@ -876,6 +880,95 @@ std::string on_reset(ctx& c) {
     c.out.removed_annotations.push_back("ProcessConfirmFault");
   c.write_reset("clear");
   return {};
+}
+
+// -- link switch (reference §8.2) ----------------------------------------------
+
+std::string om(ctx& c, const std::string& msg, bool final = false) {
+  c.out.om_messages.push_back(msg);
+  c.out.om_final = c.out.om_final || final;
+  c.rec.om_last_message = msg;
+  c.rec.om_done = final;
+  return {};
+}
+
+std::string on_start_switch(ctx& c) {
+  c.rec.om_kind = "switch";
+  c.rec.om_operator = c.in.who;
+  c.rec.switch_ranks = c.in.switch_ranks;
+  c.rec.switch_ops = c.in.switch_ops;
+  c.rec.om_done = false;
+  c.rec.om_last_message.clear();
+  c.rec.flow_started_ms = c.in.now_ms;
+  c.rec.uuid = c.in.fresh_uuid;
+  auto sig = c.signal("stopTrain");
+  sig.actions = {"pause_train"};
+  return c.notify(std::move(sig));
+}
+
+std::string on_wait_pause(ctx& c) {
+  return c.wait_report();
+}
+
+std::string on_notify_switch_nic(ctx& c) {
+  // The SwitchRankList goes to the worker stream; the outbox marks it.
+  process_signal marker;
+  marker.uuid = c.rec.uuid;
+  marker.job_id = c.spec.job_id;
+  marker.signal_type = "SwitchRankList";
+  return c.notify(std::move(marker));
+}
+
+std::string on_notify_continue(ctx& c) {
+  auto sig = c.signal("changeStrategy");
+  sig.actions = {"change_strategy"};
+  sig.change_strategy = "continue";
+  sig.fault_ranks = c.fault_list(true);
+  sig.node_rank_ids = c.pods_of(sig.fault_ranks);
+  return c.notify(std::move(sig));
+}
+
+// An operator action that cannot go on kills the job (reference §8.2).
+std::string on_om_kill(ctx& c) {
+  const auto& path = c.out.path;
+  std::string from = path.size() >= 2 ? path[path.size() - 2] : std::string{};
+  bool failed = c.in.name == "receiveReport" && c.in.report.code == 499;
+  std::string msg = "om failed, send signal failed";
+  if (from == st::wait_pause_complete)
+    msg = failed ? "om failed, pause train failed" : "pause train timeout";
+  else if (from == st::notify_switch_nic)
+    msg = "send switch nic signal failed, please check manually";
+  else if (from == st::wait_continue_train)
+    msg = failed ? "switch nic failed, continue train failed"
+                 : "switch nic failed, continue train timeout";
+  om(c, msg, true);
+  return on_kill_job(c);
+}
+
+std::string on_switch_failed(ctx& c) {
+  std::string why = c.in.report_kind == "switch" ? "switch nic failed"
+                    : c.in.report_kind == "status"
+                      ? "report error when switching nic"
+                      : "report switch nic timeout";
+  om(c, "switch nic failed, " + why, true);
+  c.rec.om_kind.clear();
+  c.rec.switch_ranks.clear();
+  c.rec.switch_ops.clear();
+  return on_notify_stop_train(c);
+}
+
+std::string on_switch_finished(ctx& c) {
+  om(c, "switch nic finish", true);
+  // Faults that arrived during the switch are handled right after it
+  // (design §4.7): the flow continues as a recovery instead of ending.
+  if (!c.rec.faults.empty()) {
+    c.rec.om_kind.clear();
+    c.rec.switch_ranks.clear();
+    c.rec.switch_ops.clear();
+    c.rec.uuid.clear();
+    return "faultOccur";
+  }
+  return on_reset(c);
 }
 
 // -- the table ----------------------------------------------------------------
@@ -991,6 +1084,31 @@ const std::vector<rule>& rules() {
     {scale_running, "notifyFail", scale_running, on_scale_running},
     {wait_scale_out_status, "receiveReport", check_recover_result, on_check_result},
     {wait_scale_out_status, "receiveTimeout", fault_clear, on_fault_clear},
+    // Link switch (reference §8.2)
+    {init, "startSwitchNic", notify_pause_train, on_start_switch},
+    {notify_pause_train, "notifySuccess", wait_pause_complete, on_wait_pause},
+    {notify_pause_train, "notifyFail", notify_kill_job, on_om_kill},
+    {wait_pause_complete, "switchNicRecvPause", notify_switch_nic,
+     on_notify_switch_nic},
+    {wait_pause_complete, "processPauseFail", notify_kill_job, on_om_kill},
+    {wait_pause_complete, "receiveTimeout", notify_kill_job, on_om_kill},
+    {notify_switch_nic, "notifySuccess", wait_switch_nic_finished,
+     on_wait_report},
+    {notify_switch_nic, "notifyFail", notify_kill_job, on_om_kill},
+    {wait_switch_nic_finished, "receiveReport", notify_continue_train,
+     on_notify_continue},
+    {wait_switch_nic_finished, "switchNicFail", notify_stop_train,
+     on_switch_failed},
+    {wait_switch_nic_finished, "waitSwitchNicRecvFault", notify_stop_train,
+     on_switch_failed},
+    {wait_switch_nic_finished, "receiveTimeout", notify_stop_train,
+     on_switch_failed},
+    {notify_continue_train, "notifyContinueSuccessEvent", wait_continue_train,
+     on_wait_report},
+    {notify_continue_train, "notifyFail", notify_kill_job, on_om_kill},
+    {wait_continue_train, "switchNicRecvContinue", init, on_switch_finished},
+    {wait_continue_train, "continueTrainFail", notify_kill_job, on_om_kill},
+    {wait_continue_train, "receiveTimeout", notify_kill_job, on_om_kill},
   };
   return table;
 }
@@ -1030,8 +1148,12 @@ const std::vector<transition>& transitions() {
 }
 
 std::string expected_report(const std::string& state) {
-  if (state == st::wait_stop_complete)
+  if (state == st::wait_stop_complete || state == st::wait_pause_complete)
     return "stop";
+  if (state == st::wait_switch_nic_finished)
+    return "switch";
+  if (state == st::wait_continue_train)
+    return "status";
   if (state == st::wait_recover_strategy)
     return "strategy";
   if (state == st::wait_step_retry_status
@@ -1053,6 +1175,9 @@ caf::expected<flow_step> step(const recovery& current, const job_spec& spec,
   out.report = in.report;
   out.report_kind = in.report_kind;
   out.delivered = in.delivered;
+  out.switch_ranks = in.switch_ranks;
+  out.switch_ops = in.switch_ops;
+  out.who = in.who;
   out.after = current;
   auto& rec = out.after;
   out.path.push_back(rec.state);
@@ -1125,12 +1250,23 @@ caf::expected<flow_step> step(const recovery& current, const job_spec& spec,
   }
   if (event == "receiveReport") {
     auto want = expected_report(rec.state);
-    if (want.empty() || want != in.report_kind)
+    // A 406 status during a switch reports a fault (reference §8.2 step 4).
+    bool switch_fault = rec.state == st::wait_switch_nic_finished
+                        && in.report_kind == "status" && in.report.code == 406;
+    if ((want.empty() || want != in.report_kind) && !switch_fault)
       return make_error(errc::unexpected_report,
                         "not expected in state " + rec.state);
-    if (in.report_kind == "stop" && in.report.code == 404)
+    if (switch_fault)
+      event = "waitSwitchNicRecvFault";
+    else if (rec.state == st::wait_pause_complete)
+      event = in.report.code == 499 ? "processPauseFail" : "switchNicRecvPause";
+    else if (rec.state == st::wait_switch_nic_finished && in.report.code != 0)
+      event = "switchNicFail";
+    else if (rec.state == st::wait_continue_train)
+      event = in.report.code == 499 ? "continueTrainFail" : "switchNicRecvContinue";
+    else if (in.report_kind == "stop" && in.report.code == 404)
       event = "processNotReadyEvent";
-    if (in.report_kind == "status")
+    if (in.report_kind == "status" && rec.om_kind.empty())
       rec.results.push_back(in.report);
   }
   ctx c{rec, spec, init, in, waits, out, &device_faults};
@@ -1159,6 +1295,47 @@ caf::expected<flow_step> step(const recovery& current, const job_spec& spec,
     event = r->entry ? r->entry(c) : no_action(c);
   }
   return out;
+}
+
+biz_status validate_switch(const recovery& current, const job_spec& spec,
+                           bool registered, bool subscribed,
+                           const std::vector<nic_op>& ops,
+                           std::vector<std::string>& ranks,
+                           std::vector<bool>& to_backup) {
+  const auto& id = spec.job_id;
+  if (!registered)
+    return {413, "job:" + id + " is not registered"};
+  if (!job_running(spec))
+    return {413, "job:" + id + " is not running"};
+  if (ops.empty())
+    return {413, "nicOps is empty: nothing to switch"};
+  if (!subscribed)
+    return {413, "job:" + id + " has no agent subscribed"};
+  for (const auto& op : ops) {
+    const pod* host = nullptr;
+    for (const auto& p : spec.pods)
+      if (p.node_name == op.node)
+        host = &p;
+    if (host == nullptr)
+      return {413, "node:" + op.node + " not exist in job:" + id};
+    if (op.device.empty())
+      return {413, "dev or op is empty"};
+    const device* dev = nullptr;
+    for (const auto& p : spec.pods)
+      if (p.node_name == op.node)
+        for (const auto& d : p.devices)
+          if (d.device_id == op.device)
+            dev = &d;
+    if (dev == nullptr)
+      return {413, "device:" + op.device + " not exist in node:" + op.node};
+    if (host->super_pod_id < 0)
+      return {413, "node:" + op.node + " should operate in superPodID"};
+    ranks.push_back(dev->rank_id);
+    to_backup.push_back(op.to_backup);
+  }
+  if (current.state != st::init)
+    return {411, "jobId=" + id + " nic is swtiching, or job recovering"};
+  return {0, "switching operation was successfully distributed"};
 }
 
 caf::expected<std::string>

@@ -82,6 +82,16 @@ struct recovery {
   bool restart_in_place = false;
   /// The recover-in-place check (reference §5.4 step 3) has run.
   bool in_place_checked = false;
+  /// The running operator action: "" or "switch".
+  std::string om_kind;
+  /// Who asked for it (the operator's peer).
+  std::string om_operator;
+  /// Link switch: global ranks and their operations (true = to backup).
+  std::vector<std::string> switch_ranks;
+  std::vector<bool> switch_ops;
+  /// The last message for the operator stream, and whether it was final.
+  std::string om_last_message;
+  bool om_done = false;
 };
 
 /// An input of the machine.
@@ -103,6 +113,10 @@ struct flow_input {
   std::string report_kind;
   /// notify results: the signal that was delivered.
   std::optional<process_signal> delivered;
+  /// startSwitchNic: the ranks, their operations, and who asked.
+  std::vector<std::string> switch_ranks;
+  std::vector<bool> switch_ops;
+  std::string who;
 };
 
 /// What one step produced.
@@ -122,6 +136,14 @@ struct flow_step {
   /// Signals to send once, without waiting for their delivery (reference:
   /// "send result ignored"), e.g. the dump-exit after a dump.
   std::vector<process_signal> side_signals;
+  /// Messages for the operator stream (the last may be final).
+  std::vector<std::string> om_messages;
+  /// The operator action ended with this step.
+  bool om_final = false;
+  /// startSwitchNic input details, for the audit trail.
+  std::vector<std::string> switch_ranks;
+  std::vector<bool> switch_ops;
+  std::string who;
   /// The input's faults, strategies and report, for the record.
   std::vector<fault_rank> faults;
   std::vector<std::string> strategies;
@@ -160,7 +182,30 @@ constexpr const char* check_scale_in_isolate
 constexpr const char* wait_scale_in_status = "WaitReportScaleInStatusState";
 constexpr const char* scale_running = "ScaleRunningState";
 constexpr const char* wait_scale_out_status = "WaitReportScaleOutStatusState";
+constexpr const char* notify_pause_train = "NotifyPauseTrainState";
+constexpr const char* wait_pause_complete = "WaitReportPauseCompleteState";
+constexpr const char* notify_switch_nic = "NotifySwitchNicState";
+constexpr const char* wait_switch_nic_finished = "WaitSwitchNicFinishedState";
+constexpr const char* notify_continue_train = "NotifyContinueTrainState";
+constexpr const char* wait_continue_train = "WaitContinueTrainState";
 } // namespace st
+
+/// One requested link operation: a device of a node, to backup (true) or
+/// back (false).
+struct nic_op {
+  std::string node;
+  std::string device;
+  bool to_backup = false;
+};
+
+/// Checks a SwitchNicTrack request against the job (reference §8.1 order
+/// and texts, plus: an empty request and a job without an agent stream are
+/// refused). On success fills the global ranks and operations.
+biz_status validate_switch(const recovery& current, const job_spec& spec,
+                           bool registered, bool subscribed,
+                           const std::vector<nic_op>& ops,
+                           std::vector<std::string>& ranks,
+                           std::vector<bool>& to_backup);
 
 /// One row of the transition table.
 struct transition {

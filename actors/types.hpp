@@ -154,6 +154,19 @@ struct device_faults_reported {
   std::vector<device_fault> faults;
 };
 
+/// The ranks a worker must switch (`SwitchRankList`).
+struct switch_rank_list {
+  std::vector<std::string> ranks;
+  std::vector<bool> to_backup;
+  std::string job_id;
+};
+
+/// A message for the operator of a link switch or stress test.
+struct om_message {
+  std::string job_id;
+  std::string msg;
+};
+
 // -- views returned to the edge ----------------------------------------------
 
 /// A job's status (Platform.GetJob).

@@ -1,5 +1,7 @@
 #include "services/recover_service.hpp"
 
+#include <map>
+
 #include "actors/error.hpp"
 #include "actors/log.hpp"
 #include "convert.hpp"
@@ -149,6 +151,85 @@ grpc::ServerUnaryReactor* recover_service::ReportProcessFault(
   for (const auto& f : req->faultranks())
     in.faults.push_back({f.rankid(), f.faulttype()});
   return report(ctx, req->jobid(), "ReportProcessFault", std::move(in), resp);
+}
+
+grpc::ServerUnaryReactor* recover_service::SwitchNicTrack(
+  grpc::CallbackServerContext* ctx, const ::SwitchNics* req, ::Status* resp) {
+  auto* reactor = ctx->DefaultReactor();
+  if (req->jobid().empty()) {
+    reactor->Finish(empty_job_id());
+    return reactor;
+  }
+  auto refuse = [&](const std::string& info) {
+    resp->set_code(413);
+    resp->set_info(info);
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  };
+  // Nodes in name order, so rank lists do not depend on map iteration.
+  std::map<std::string, const ::DeviceList*> nodes;
+  for (const auto& [node, list] : req->nicops())
+    nodes.emplace(node, &list);
+  std::vector<nic_op> ops;
+  for (const auto& [node, list] : nodes) {
+    if (list->dev_size() != list->op_size())
+      return refuse("dev and op length is not equal");
+    if (list->dev_size() == 0)
+      return refuse("dev or op is empty");
+    for (int i = 0; i < list->dev_size(); ++i)
+      ops.push_back({node, list->dev(i), list->op(i)});
+  }
+  ask<biz_status>(sys_, registry_, reactor, fill(resp), switch_atom::value,
+                  req->jobid(), std::move(ops), ctx->peer());
+  return reactor;
+}
+
+grpc::ServerWriteReactor<::SwitchNicResponse>*
+recover_service::SubscribeSwitchNicSignal(grpc::CallbackServerContext*,
+                                          const ::SwitchNicRequest* req) {
+  using stream_type = grpc_stream<::SwitchNicResponse, om_message>;
+  auto* stream = new stream_type(
+    stream_buffer_, [](const om_message& x, ::SwitchNicResponse& out) {
+      out.set_jobid(x.job_id);
+      out.set_msg(x.msg);
+    });
+  om_sink_ptr sink = stream->sink();
+  if (req->jobid().empty()) {
+    sink->finish(make_error(errc::invalid_argument, "jobID: must not be empty"));
+    return stream;
+  }
+  open_stream<ok_atom>(sys_, registry_, sink, om_atom::value, req->jobid());
+  return stream;
+}
+
+grpc::ServerWriteReactor<::SwitchRankList>*
+recover_service::SubscribeNotifySwitch(grpc::CallbackServerContext*,
+                                       const ::ClientInfo* req) {
+  using stream_type = grpc_stream<::SwitchRankList, switch_rank_list>;
+  auto* stream = new stream_type(
+    stream_buffer_, [](const switch_rank_list& x, ::SwitchRankList& out) {
+      for (const auto& r : x.ranks)
+        out.add_rankid(r);
+      for (bool op : x.to_backup)
+        out.add_op(op);
+      out.set_jobid(x.job_id);
+    });
+  switch_sink_ptr sink = stream->sink();
+  if (req->jobid().empty()) {
+    sink->finish(make_error(errc::invalid_argument, "jobId: must not be empty"));
+    return stream;
+  }
+  open_stream<ok_atom>(sys_, registry_, sink, worker_atom::value, req->jobid());
+  return stream;
+}
+
+grpc::ServerUnaryReactor* recover_service::ReplySwitchNicResult(
+  grpc::CallbackServerContext* ctx, const ::SwitchResult* req, ::Status* resp) {
+  flow_input in;
+  in.name = "receiveReport";
+  in.report_kind = "switch";
+  in.report.code = req->result() ? 0 : 1;
+  return report(ctx, req->jobid(), "ReplySwitchNicResult", std::move(in), resp);
 }
 
 grpc::ServerUnaryReactor* recover_service::HealthCheck(

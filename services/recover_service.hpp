@@ -43,6 +43,22 @@ public:
     grpc::CallbackServerContext* ctx, const ::ProcessFaultRequest* req,
     ::Status* resp) override;
 
+  grpc::ServerUnaryReactor* SwitchNicTrack(grpc::CallbackServerContext* ctx,
+                                           const ::SwitchNics* req,
+                                           ::Status* resp) override;
+
+  grpc::ServerWriteReactor<::SwitchNicResponse>*
+  SubscribeSwitchNicSignal(grpc::CallbackServerContext* ctx,
+                           const ::SwitchNicRequest* req) override;
+
+  grpc::ServerWriteReactor<::SwitchRankList>*
+  SubscribeNotifySwitch(grpc::CallbackServerContext* ctx,
+                        const ::ClientInfo* req) override;
+
+  grpc::ServerUnaryReactor* ReplySwitchNicResult(
+    grpc::CallbackServerContext* ctx, const ::SwitchResult* req,
+    ::Status* resp) override;
+
   grpc::ServerUnaryReactor* HealthCheck(grpc::CallbackServerContext* ctx,
                                         const ::ClientInfo* req,
                                         ::Status* resp) override;

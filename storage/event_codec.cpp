@@ -68,6 +68,14 @@ void to_proto(const recovery& x, pe::RecoveryState& out) {
     out.add_inplacepods(p);
   out.set_restartinplace(x.restart_in_place);
   out.set_inplacechecked(x.in_place_checked);
+  out.set_omkind(x.om_kind);
+  out.set_omoperator(x.om_operator);
+  for (const auto& r : x.switch_ranks)
+    out.add_switchranks(r);
+  for (bool op : x.switch_ops)
+    out.add_switchops(op);
+  out.set_omlastmessage(x.om_last_message);
+  out.set_omdone(x.om_done);
 }
 
 recovery from_proto(const pe::RecoveryState& x) {
@@ -99,6 +107,12 @@ recovery from_proto(const pe::RecoveryState& x) {
   result.in_place_pods = {x.inplacepods().begin(), x.inplacepods().end()};
   result.restart_in_place = x.restartinplace();
   result.in_place_checked = x.inplacechecked();
+  result.om_kind = x.omkind();
+  result.om_operator = x.omoperator();
+  result.switch_ranks = convert::to_vector(x.switchranks());
+  result.switch_ops = {x.switchops().begin(), x.switchops().end()};
+  result.om_last_message = x.omlastmessage();
+  result.om_done = x.omdone();
   return result;
 }
 
@@ -178,6 +192,14 @@ std::string encode_event(const event& ev) {
         m->set_reportkind(x.report_kind);
         for (const auto& k : x.removed_annotations)
           m->add_removedannotations(k);
+        for (const auto& msg : x.om_messages)
+          m->add_ommessages(msg);
+        m->set_omfinal(x.om_final);
+        for (const auto& r : x.switch_ranks)
+          m->add_switchranks(r);
+        for (bool op : x.switch_ops)
+          m->add_switchops(op);
+        m->set_who(x.who);
       },
     },
     ev.body);
@@ -253,6 +275,11 @@ caf::expected<event> decode_event(std::string_view bytes) {
       x.report = from_proto(m.report());
       x.report_kind = m.reportkind();
       x.removed_annotations = convert::to_vector(m.removedannotations());
+      x.om_messages = convert::to_vector(m.ommessages());
+      x.om_final = m.omfinal();
+      x.switch_ranks = convert::to_vector(m.switchranks());
+      x.switch_ops = {m.switchops().begin(), m.switchops().end()};
+      x.who = m.who();
       result.body = std::move(x);
       break;
     }

@@ -3,6 +3,10 @@
 
 #include <doctest/doctest.h>
 
+#include <atomic>
+#include <map>
+#include <thread>
+
 #include <grpcpp/grpcpp.h>
 
 #include "actors/error.hpp"
@@ -605,4 +609,198 @@ TEST_CASE("recover-in-place over gRPC") {
   fx.agent->report_recover_status(0, "recover");
   fx.wait_state("INIT");
   CHECK(fx.status().lastoutcome() == "recover-success");
+}
+
+// -- link switch (issue: O&M) -------------------------------------------------
+
+namespace {
+
+::Status switch_nic(flow_fixture& fx,
+                    const std::map<std::string, std::vector<std::pair<std::string, bool>>>& ops,
+                    const std::string& job = "job") {
+  ::SwitchNics req;
+  req.set_jobid(job);
+  for (const auto& [node, devs] : ops) {
+    auto& list = (*req.mutable_nicops())[node];
+    for (const auto& [dev, op] : devs) {
+      list.add_dev(dev);
+      list.add_op(op);
+    }
+  }
+  ::Status resp;
+  grpc::ClientContext c;
+  auto st = fx.agent->stub().SwitchNicTrack(&c, req, &resp);
+  REQUIRE_MESSAGE(st.ok(), st.error_message());
+  return resp;
+}
+
+/// A worker's SubscribeNotifySwitch stream.
+struct worker {
+  grpc::ClientContext ctx;
+  std::unique_ptr<grpc::ClientReader<::SwitchRankList>> reader;
+
+  explicit worker(flow_fixture& fx) {
+    ::ClientInfo who;
+    who.set_jobid("job");
+    ctx.set_deadline(std::chrono::system_clock::now() + 20s);
+    reader = fx.agent->stub().SubscribeNotifySwitch(&ctx, who);
+  }
+
+  ~worker() {
+    ctx.TryCancel();
+    ::SwitchRankList x;
+    while (reader->Read(&x)) {
+    }
+    reader->Finish();
+  }
+};
+
+/// Reads an operator stream to its end.
+std::vector<std::string> operator_messages(flow_fixture& fx) {
+  ::SwitchNicRequest req;
+  req.set_jobid("job");
+  grpc::ClientContext c;
+  c.set_deadline(std::chrono::system_clock::now() + 10s);
+  auto r = fx.agent->stub().SubscribeSwitchNicSignal(&c, req);
+  std::vector<std::string> result;
+  ::SwitchNicResponse x;
+  while (r->Read(&x))
+    result.push_back(x.msg());
+  r->Finish();
+  return result;
+}
+
+::Status reply_switch(flow_fixture& fx, bool ok) {
+  ::SwitchResult req;
+  req.set_jobid("job");
+  req.set_result(ok);
+  ::Status resp;
+  grpc::ClientContext c;
+  REQUIRE(fx.agent->stub().ReplySwitchNicResult(&c, req, &resp).ok());
+  return resp;
+}
+
+} // namespace
+
+TEST_CASE("B31: SwitchNicTrack validation, code 413 with the reference's "
+          "texts; empty nicOps refused") {
+  flow_fixture fx;
+  CHECK(switch_nic(fx, {{"node-1", {{"3", true}}}}, "ghost").info()
+        == "job:ghost not exist");
+  CHECK(switch_nic(fx, {{"node-9", {{"3", true}}}}).info()
+        == "node:node-9 not exist in job:job");
+  CHECK(switch_nic(fx, {{"node-1", {{"9", true}}}}).info()
+        == "device:9 not exist in node:node-1");
+  CHECK(switch_nic(fx, {{"node-1", {}}}).info() == "dev or op is empty");
+  auto empty = switch_nic(fx, {});
+  CHECK(empty.code() == 413);
+  CHECK(empty.info().find("empty") != std::string::npos);
+  ::SwitchNics bad;
+  bad.set_jobid("job");
+  (*bad.mutable_nicops())["node-1"].add_dev("1");
+  ::Status resp;
+  grpc::ClientContext c;
+  REQUIRE(fx.agent->stub().SwitchNicTrack(&c, bad, &resp).ok());
+  CHECK(resp.code() == 413);
+  CHECK(resp.info() == "dev and op length is not equal");
+  CHECK(fx.status().recoverystate() == "INIT");
+}
+
+TEST_CASE("B33/B34: pause, SwitchRankList to the worker, result, continue, "
+          "switch nic finish") {
+  flow_fixture fx;
+  worker w{fx};
+  auto started = switch_nic(fx, {{"node-1", {{"3", true}}}});
+  REQUIRE(started.code() == 0);
+  CHECK(started.info() == "switching operation was successfully distributed");
+  auto pause = fx.expect("stopTrain");
+  REQUIRE(pause.actions_size() == 1);
+  CHECK(pause.actions(0) == "pause_train");
+  CHECK(pause.timeout() == 0);
+  MESSAGE("B32: a second operation while one runs answers 411");
+  CHECK(switch_nic(fx, {{"node-1", {{"3", true}}}}).code() == 411);
+  fx.agent->report_stop_complete(0);
+  ::SwitchRankList list;
+  REQUIRE(w.reader->Read(&list));
+  REQUIRE(list.rankid_size() == 1);
+  CHECK(list.rankid(0) == "11");
+  CHECK(list.op(0));
+  CHECK(list.jobid() == "job");
+  CHECK(reply_switch(fx, true).info() == "reply success");
+  fx.expect("changeStrategy", "continue");
+  fx.agent->report_recover_status(0, "continue");
+  fx.wait_state("INIT");
+  MESSAGE("a late operator still gets the outcome");
+  CHECK(operator_messages(fx) == std::vector<std::string>{"switch nic finish"});
+}
+
+TEST_CASE("B35: a failed switch diverts into recovery") {
+  flow_fixture fx;
+  worker w{fx};
+  REQUIRE(switch_nic(fx, {{"node-1", {{"3", false}}}}).code() == 0);
+  fx.expect("stopTrain");
+  fx.agent->report_stop_complete(0);
+  ::SwitchRankList list;
+  REQUIRE(w.reader->Read(&list));
+  CHECK_FALSE(list.op(0));
+  reply_switch(fx, false);
+  auto stop = fx.expect("stopTrain");
+  REQUIRE(stop.actions_size() == 1);
+  CHECK(stop.actions(0) == "stop_train");
+  CHECK(operator_messages(fx)
+        == std::vector<std::string>{"switch nic failed, switch nic failed"});
+}
+
+TEST_CASE("O&M: a result reply with no switch running is answered 401; no "
+          "worker stream means a timeout, not a hang") {
+  flow_fixture fx{{"recover", "dump"}, 5s, 300ms};
+  CHECK(reply_switch(fx, true).code() == 401);
+  REQUIRE(switch_nic(fx, {{"node-1", {{"3", true}}}}).code() == 0);
+  fx.expect("stopTrain");
+  fx.agent->report_stop_complete(0);
+  // No SubscribeNotifySwitch: the list is never taken -> kill job.
+  fx.expect("killMaster");
+  fx.wait_state("INIT");
+  CHECK(operator_messages(fx)
+        == std::vector<std::string>{
+          "send switch nic signal failed, please check manually"});
+}
+
+TEST_CASE("O&M: a fault reported during a switch is handled right after it") {
+  flow_fixture fx;
+  worker w{fx};
+  REQUIRE(switch_nic(fx, {{"node-1", {{"3", true}}}}).code() == 0);
+  fx.expect("stopTrain");
+  CHECK(fx.agent->report_process_fault({{"2", "1"}}).code() == 0);
+  fx.agent->report_stop_complete(0);
+  ::SwitchRankList list;
+  REQUIRE(w.reader->Read(&list));
+  reply_switch(fx, true);
+  fx.expect("changeStrategy", "continue");
+  fx.agent->report_recover_status(0, "continue");
+  auto stop = fx.expect("stopTrain");
+  CHECK(has_rank(stop, "2"));
+  fx.agent->report_stop_complete(0);
+  fx.expect("globalFault");
+}
+
+TEST_CASE("O&M: concurrent SwitchNicTrack calls start exactly one operation") {
+  flow_fixture fx;
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  std::atomic<int> busy{0};
+  for (int i = 0; i < 8; ++i)
+    threads.emplace_back([&] {
+      auto st = switch_nic(fx, {{"node-1", {{"3", true}}}});
+      if (st.code() == 0)
+        ++ok;
+      else if (st.code() == 411)
+        ++busy;
+    });
+  for (auto& t : threads)
+    t.join();
+  CHECK(ok == 1);
+  CHECK(busy == 7);
+  fx.expect("stopTrain");
+  CHECK_FALSE(fx.agent->next_signal(200ms).has_value());
 }

@@ -323,10 +323,10 @@ TEST_CASE_FIXTURE(service_fixture, "Recover: Init, Register and HealthCheck "
   gst = recover->Register(c.get(), empty, &resp);
   CHECK(gst.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
   MESSAGE("RPCs of later milestones answer UNIMPLEMENTED");
-  ::SwitchNics nics;
-  nics.set_jobid("j");
+  ::StressTestParam stress;
+  stress.set_jobid("j");
   c = ctx();
-  gst = recover->SwitchNicTrack(c.get(), nics, &resp);
+  gst = recover->StressTest(c.get(), stress, &resp);
   CHECK(gst.error_code() == grpc::StatusCode::UNIMPLEMENTED);
 }
 
