@@ -357,3 +357,57 @@ TEST_CASE("e2e crash test: SIGKILL once at each state of a recovery") {
         "WaitReportProcessRecoverStatusState"})
     crash_at(at);
 }
+
+TEST_CASE("e2e: recoverctl switch-nic drives a link switch to its outcome") {
+  temp_dir dir;
+  {
+    std::ofstream f{dir / "job.json"};
+    f << job_file;
+  }
+  running_daemon d{dir};
+  REQUIRE(ctl(d.address, "job put " + (dir / "job.json")).first == 0);
+  recoverd::agent::client agent{d.address, "e2e-job"};
+  REQUIRE(agent.init_clusterd().code() == 0);
+  agent.start_subscribe();
+  ::ClientInfo who;
+  who.set_jobid("e2e-job");
+  grpc::ClientContext wctx;
+  wctx.set_deadline(std::chrono::system_clock::now() + 20s);
+  auto worker = agent.stub().SubscribeNotifySwitch(&wctx, who);
+  std::this_thread::sleep_for(300ms);
+  MESSAGE("bad input: exit 2, refused: exit 1");
+  CHECK(ctl(d.address, "switch-nic e2e-job 1=on").first == 2);
+  auto [brc, bout] = ctl(d.address, "switch-nic e2e-job n9 1=on");
+  CHECK(brc == 1);
+  CHECK(bout.find("node:n9 not exist") != std::string::npos);
+  std::pair<int, std::string> result;
+  std::thread operator_thread{[&] {
+    result = ctl(d.address, "switch-nic e2e-job n1 1=on");
+  }};
+  auto pause = agent.next_signal(10s);
+  REQUIRE(pause);
+  CHECK(pause->signaltype() == "stopTrain");
+  REQUIRE(agent.report_stop_complete(0).code() == 0);
+  ::SwitchRankList list;
+  REQUIRE(worker->Read(&list));
+  CHECK(list.rankid(0) == "3");
+  ::SwitchResult res;
+  res.set_jobid("e2e-job");
+  res.set_result(true);
+  ::Status resp;
+  grpc::ClientContext rctx;
+  REQUIRE(agent.stub().ReplySwitchNicResult(&rctx, res, &resp).ok());
+  auto cont = agent.next_signal(10s);
+  REQUIRE(cont);
+  CHECK(cont->changestrategy() == "continue");
+  REQUIRE(agent.report_recover_status(0, "continue").code() == 0);
+  operator_thread.join();
+  CHECK(result.first == 0);
+  CHECK(result.second.find("switch started") != std::string::npos);
+  CHECK(result.second.find("switch nic finish") != std::string::npos);
+  wctx.TryCancel();
+  while (worker->Read(&list)) {
+  }
+  worker->Finish();
+  agent.stop();
+}

@@ -19,6 +19,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "platform.grpc.pb.h"
+#include "recover.grpc.pb.h"
 
 namespace pb = recoverd::platform::v1;
 
@@ -189,6 +190,59 @@ int annotate(client& c, const std::string& id,
   return 0;
 }
 
+// Starts a link switch and follows the operator stream to the outcome.
+int switch_nic(const options& opts, const std::string& id,
+               const std::vector<std::string>& args) {
+  ::SwitchNics req;
+  req.set_jobid(id);
+  std::string node;
+  for (const auto& a : args) {
+    auto eq = a.find('=');
+    if (eq == std::string::npos) {
+      node = a;
+      continue;
+    }
+    if (node.empty())
+      return fail(exit_usage, "name a NODE before " + a);
+    auto dev = a.substr(0, eq);
+    auto op = a.substr(eq + 1);
+    if (dev.empty() || (op != "on" && op != "off"))
+      return fail(exit_usage, "expected DEV=on or DEV=off, got \"" + a + "\"");
+    auto& list = (*req.mutable_nicops())[node];
+    list.add_dev(dev);
+    list.add_op(op == "on");
+  }
+  if (req.nicops().empty())
+    return fail(exit_usage, "nothing to switch: give NODE DEV=on|off ...");
+  auto stub = ::Recover::NewStub(
+    grpc::CreateChannel(opts.server, grpc::InsecureChannelCredentials()));
+  ::Status resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now()
+                   + std::chrono::milliseconds(
+                     static_cast<int64_t>(std::stod(opts.timeout) * 1000)));
+  if (auto st = stub->SwitchNicTrack(&ctx, req, &resp); !st.ok())
+    return rpc_failed(st, opts.server);
+  if (resp.code() != 0)
+    return fail(exit_refused, "switch refused (" + std::to_string(resp.code())
+                                + "): " + resp.info());
+  std::cout << "switch started: " << resp.info() << "\n" << std::flush;
+  // Follow the operator stream until the final message.
+  ::SwitchNicRequest follow;
+  follow.set_jobid(id);
+  grpc::ClientContext fctx;
+  auto reader = stub->SubscribeSwitchNicSignal(&fctx, follow);
+  ::SwitchNicResponse msg;
+  std::string last;
+  while (reader->Read(&msg)) {
+    last = msg.msg();
+    std::cout << last << "\n" << std::flush;
+  }
+  if (auto st = reader->Finish(); !st.ok())
+    return rpc_failed(st, opts.server);
+  return last == "switch nic finish" ? 0 : exit_refused;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -227,6 +281,16 @@ int main(int argc, char** argv) {
   ann->add_option("JOB", id, "job id")->required();
   ann->add_option("PAIRS", pairs, "KEY=VALUE or KEY-")->required();
 
+  std::vector<std::string> nic_args;
+  auto* sw = cli.add_subcommand(
+    "switch-nic",
+    "link failover/switchback: recoverctl switch-nic JOB NODE DEV=on|off "
+    "[DEV=on|off ...] [NODE ...]; follows the operation to its outcome "
+    "(exit 0 when it finished, 1 when it failed)");
+  sw->add_option("JOB", id, "job id")->required();
+  sw->add_option("OPS", nic_args, "NODE, then DEV=on (to backup) or DEV=off")
+    ->required();
+
   try {
     cli.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -245,5 +309,7 @@ int main(int argc, char** argv) {
     return jobs(c, ns, json);
   if (ann->parsed())
     return annotate(c, id, pairs);
+  if (sw->parsed())
+    return switch_nic(opts, id, nic_args);
   return fail(exit_usage, "no command given; see --help");
 }
