@@ -374,10 +374,6 @@ std::string on_wait_report(ctx& c) {
   return c.wait_report();
 }
 
-std::string on_wait_dump_report(ctx& c) {
-  return c.wait_report();
-}
-
 // R10 / R36: normalise the caches, then flush.
 std::string on_flush(ctx& c) {
   bool both_retry_types = false;
@@ -906,10 +902,6 @@ std::string on_start_switch(ctx& c) {
   return c.notify(std::move(sig));
 }
 
-std::string on_wait_pause(ctx& c) {
-  return c.wait_report();
-}
-
 std::string on_notify_switch_nic(ctx& c) {
   // The SwitchRankList goes to the worker stream; the outbox marks it.
   process_signal marker;
@@ -987,7 +979,7 @@ const std::vector<rule>& rules() {
     {notify_wait_fault_flushing, "notifyFail", notify_kill_job, on_kill_job},       // R5
     {notify_stop_train, "notifySuccess", wait_stop_complete, on_wait_report},       // R6
     {notify_stop_train, "notifyFail", fault_clear, on_fault_clear},                 // R7
-    {notify_dump, "notifySuccess", wait_dump_status, on_wait_dump_report},          // R8
+    {notify_dump, "notifySuccess", wait_dump_status, on_wait_report},          // R8
     {notify_dump, "notifyFail", fault_clear, on_fault_clear},                       // R9
     {wait_stop_complete, "receiveReport", wait_fault_flush_finished, on_flush},     // R10
     {wait_stop_complete, "receiveTimeout", fault_clear, on_fault_clear},            // R11
@@ -1014,7 +1006,7 @@ const std::vector<rule>& rules() {
     {notify_decided_strategy, "notifyRecoverStrategySuccess",
      wait_process_recover_status, on_wait_recover},                                  // R22
     {notify_decided_strategy, "notifyDumpStrategySuccess", wait_dump_status,
-     on_wait_dump_report},                                                           // R23
+     on_wait_report},                                                           // R23
     {notify_decided_strategy, "notifyExitStrategySuccess", check_recover_result,
      on_check_result},                                                               // R24
     {wait_step_retry_status, "receiveReport", check_recover_result,
@@ -1086,7 +1078,7 @@ const std::vector<rule>& rules() {
     {wait_scale_out_status, "receiveTimeout", fault_clear, on_fault_clear},
     // Link switch (reference §8.2)
     {init, "startSwitchNic", notify_pause_train, on_start_switch},
-    {notify_pause_train, "notifySuccess", wait_pause_complete, on_wait_pause},
+    {notify_pause_train, "notifySuccess", wait_pause_complete, on_wait_report},
     {notify_pause_train, "notifyFail", notify_kill_job, on_om_kill},
     {wait_pause_complete, "switchNicRecvPause", notify_switch_nic,
      on_notify_switch_nic},
