@@ -233,6 +233,14 @@ TEST_CASE("e2e: SIGKILL in the middle of a recovery; the restarted daemon "
   REQUIRE(stop);
   CHECK(stop->signaltype() == "stopTrain");
   MESSAGE("kill -9 while the daemon waits for the stop report");
+  // Wait until the delivery of stopTrain is durable: killed before that, the
+  // restarted daemon sends stopTrain again (at-least-once, same uuid).
+  for (int i = 0; i < 100; ++i) {
+    auto [rc, got] = ctl(address, "job get e2e-job");
+    if (got.find("WaitReportStopCompleteState") != std::string::npos)
+      break;
+    std::this_thread::sleep_for(20ms);
+  }
   d->proc->kill(SIGKILL);
   CHECK(d->proc->wait() == 128 + SIGKILL);
   d = std::make_unique<running_daemon>(dir, address, fast);
@@ -292,6 +300,10 @@ void crash_at(const std::string& kill_at) {
     return got.substr(at, got.find('"', at) - at);
   };
   auto crash = [&] {
+    // The delivery of the last signal becomes durable a moment after the
+    // agent has it.
+    for (int i = 0; i < 100 && state() != kill_at; ++i)
+      std::this_thread::sleep_for(20ms);
     REQUIRE(state() == kill_at);
     d->proc->kill(SIGKILL);
     REQUIRE(d->proc->wait() == 128 + SIGKILL);
