@@ -287,9 +287,9 @@ void commit(self_ptr self, std::vector<event_body> bodies,
 }
 
 // Decides `cmd`, commits its events, then replies through `rp` with
-// `reply()` evaluated after the events are applied.
-template <class T, class Reply>
-caf::result<T> handle(self_ptr self, command cmd, Reply reply) {
+// `reply()` evaluated after the events are applied, then runs `after()`.
+template <class T, class Reply, class After>
+caf::result<T> handle(self_ptr self, command cmd, Reply reply, After after) {
   auto d = decide(self->state.model, cmd);
   if (!d)
     return d.error();
@@ -297,9 +297,17 @@ caf::result<T> handle(self_ptr self, command cmd, Reply reply) {
   auto status = d->status;
   commit(
     self, std::move(d->events),
-    [=]() mutable { rp.deliver(reply(status)); },
+    [=]() mutable {
+      rp.deliver(reply(status));
+      after();
+    },
     [=](caf::error& err) mutable { rp.deliver(err); });
   return rp;
+}
+
+template <class T, class Reply>
+caf::result<T> handle(self_ptr self, command cmd, Reply reply) {
+  return handle<T>(self, std::move(cmd), std::move(reply), [] {});
 }
 
 void arm_keepalive(self_ptr self) {
@@ -388,14 +396,10 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
       if (!st.model.exists)
         return unknown(st.model);
       auto before = st.model.device_faults;
-      auto d = decide(st.model, faults_cmd{std::move(faults)});
-      if (!d)
-        return d.error();
-      auto rp = self->make_response_promise<ok_atom>();
-      commit(
-        self, std::move(d->events),
-        [=]() mutable {
-          rp.deliver(ok_atom::value);
+      return handle<ok_atom>(
+        self, faults_cmd{std::move(faults)},
+        [](const biz_status&) { return ok_atom::value; },
+        [=] {
           const auto& m = self->state.model;
           if (!m.registered)
             return;
@@ -405,9 +409,7 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
                                                   m.health_state);
           if (!name.empty())
             feed_event(self, name, fresh);
-        },
-        [=](caf::error& err) mutable { rp.deliver(err); });
-      return rp;
+        });
     },
     [=](init_atom, client_info& client) -> caf::result<biz_status> {
       if (!self->state.model.exists)

@@ -49,6 +49,49 @@ bool contains(const std::vector<std::string>& xs, const std::string& x) {
   return std::find(xs.begin(), xs.end(), x) != xs.end();
 }
 
+// -- configuration predicates --------------------------------------------------
+
+bool contains_strategy(const init_config& init, const std::string& s) {
+  return contains(init.strategies, s);
+}
+
+/// The platform's strategy (reference §7), trimmed of spaces and commas.
+std::string platform_strategy(const job_spec& spec) {
+  auto i = spec.annotations.find("ProcessRecoverStrategy");
+  if (i == spec.annotations.end())
+    return {};
+  std::string result;
+  for (auto c : i->second)
+    if (c != ' ' && c != ',')
+      result.push_back(c);
+  return result;
+}
+
+/// A platform strategy recoverd can act on (`exit` included: §15.9 fix).
+bool usable_platform_strategy(const std::string& plat) {
+  return plat == "retry" || plat == "recover" || plat == "dump"
+         || plat == "exit";
+}
+
+bool platform_allows(const job_spec& spec, const init_config& init,
+                     const std::string& s) {
+  return !init.platform_mode || platform_strategy(spec) == s;
+}
+
+/// supportRetry of reference §5.5: the agent is not consulted.
+bool supports_retry(const job_spec& spec, const init_config& init) {
+  return contains_strategy(init, "retry") && platform_allows(spec, init, "retry");
+}
+
+/// dumpOnly of reference §5.5.
+bool is_dump_only(const job_spec& spec, const init_config& init) {
+  if (!init.process_recover_enable)
+    return false;
+  if (init.platform_mode)
+    return platform_strategy(spec) == "dump" && contains_strategy(init, "dump");
+  return !init.strategies.empty() && init.strategies.front() == "dump";
+}
+
 // -- the context entry actions work on ----------------------------------------
 
 struct ctx {
@@ -61,31 +104,23 @@ struct ctx {
   const std::vector<device_fault>* device_faults = nullptr;
 
   bool configured(const std::string& s) const {
-    return contains(init.strategies, s);
+    return contains_strategy(init, s);
   }
 
   bool agent(const std::string& s) const {
     return contains(rec.agent_strategies, s);
   }
 
-  // The platform's strategy (reference §7), trimmed of spaces and commas.
   std::string plat() const {
-    auto i = spec.annotations.find("ProcessRecoverStrategy");
-    if (i == spec.annotations.end())
-      return {};
-    std::string result;
-    for (auto c : i->second)
-      if (c != ' ' && c != ',')
-        result.push_back(c);
-    return result;
+    return platform_strategy(spec);
   }
 
   bool plat_allows(const std::string& s) const {
-    return !init.platform_mode || plat() == s;
+    return platform_allows(spec, init, s);
   }
 
   bool support_retry() const {
-    return configured("retry") && plat_allows("retry");
+    return supports_retry(spec, init);
   }
 
   bool support_recover() const {
@@ -132,11 +167,7 @@ struct ctx {
   }
 
   bool dump_only() const {
-    if (!init.process_recover_enable)
-      return false;
-    if (init.platform_mode)
-      return plat() == "dump" && configured("dump");
-    return !init.strategies.empty() && init.strategies.front() == "dump";
+    return is_dump_only(spec, init);
   }
 
   std::vector<std::string> ranks_of(bool normal) const {
@@ -310,17 +341,8 @@ std::string no_action(ctx&) {
 
 // -- entry actions --------------------------------------------------------------
 
-// R1: a fault starts a flow.
-std::string on_fault_occur(ctx& c) {
-  if (c.init.platform_mode) {
-    auto plat = c.plat();
-    // Fix of reference §15.9: `exit` is accepted in the first wait too.
-    if (plat != "retry" && plat != "recover" && plat != "dump"
-        && plat != "exit") {
-      c.rec.wait_until_ms = c.in.now_ms + c.waits.platform.count();
-      return c.arm(std::min(c.waits.poll, c.waits.platform), "platStrategyCheck");
-    }
-  }
+// R1 B/C: dying-gasp dump for dump-only jobs, otherwise the flush notice.
+std::string begin_flush(ctx& c) {
   if (c.dump_only() && c.has_normal()) {
     if (!c.agent("dump"))
       c.rec.agent_strategies.push_back("dump");
@@ -330,22 +352,25 @@ std::string on_fault_occur(ctx& c) {
   return "notifyFinish";
 }
 
-// Platform mode: has the platform written a usable strategy yet?
+// R1 A, platform mode: has the platform written a usable strategy yet?
 std::string on_plat_strategy_check(ctx& c) {
-  auto plat = c.plat();
-  if (plat == "retry" || plat == "recover" || plat == "dump"
-      || plat == "exit") {
+  if (usable_platform_strategy(c.plat())) {
     c.rec.wait_until_ms = 0;
-    if (c.dump_only() && c.has_normal())
-      return "dumpForFault";
-    c.write_reset("notifyFaultFlushing");
-    return "notifyFinish";
+    return begin_flush(c);
   }
   if (c.in.now_ms >= c.rec.wait_until_ms)
     return "waitPlatStrategyTimeout";
   return c.arm(std::min(c.waits.poll,
                         millis{c.rec.wait_until_ms - c.in.now_ms}),
                "platStrategyCheck");
+}
+
+// R1: a fault starts a flow.
+std::string on_fault_occur(ctx& c) {
+  if (!c.init.platform_mode)
+    return begin_flush(c);
+  c.rec.wait_until_ms = c.in.now_ms + c.waits.platform.count();
+  return on_plat_strategy_check(c);
 }
 
 // R2: stopTrain with a fresh uuid.
@@ -502,8 +527,7 @@ std::string on_result_fault_check(ctx& c) {
     c.rec.fault_pods.insert(index.at(rank));
   }
   // Re-read the strategy; `exit` is accepted here.
-  auto plat = c.plat();
-  if (plat != "retry" && plat != "recover" && plat != "dump" && plat != "exit")
+  if (!usable_platform_strategy(c.plat()))
     return "writeConfirmFaultOrWaitResultFaultTimeout";
   if (!c.has_normal() && c.has_retry())
     return send_retry_global_fault(c);
@@ -1305,19 +1329,18 @@ biz_status validate_switch(const recovery& current, const job_spec& spec,
     return {413, "job:" + id + " has no agent subscribed"};
   for (const auto& op : ops) {
     const pod* host = nullptr;
+    const device* dev = nullptr;
     for (const auto& p : spec.pods)
-      if (p.node_name == op.node)
+      if (p.node_name == op.node) {
         host = &p;
+        for (const auto& d : p.devices)
+          if (d.device_id == op.device)
+            dev = &d;
+      }
     if (host == nullptr)
       return {413, "node:" + op.node + " not exist in job:" + id};
     if (op.device.empty())
       return {413, "dev or op is empty"};
-    const device* dev = nullptr;
-    for (const auto& p : spec.pods)
-      if (p.node_name == op.node)
-        for (const auto& d : p.devices)
-          if (d.device_id == op.device)
-            dev = &d;
     if (dev == nullptr)
       return {413, "device:" + op.device + " not exist in node:" + op.node};
     if (host->super_pod_id < 0)
@@ -1355,12 +1378,7 @@ classify_process_fault(const recovery& current, const job_spec& spec,
     return std::string{"faultAbsorbed"};
   if (normal)
     return std::string{"faultOccur"};
-  recovery scratch;
-  flow_input none;
-  flow_step sink;
-  timeouts waits;
-  ctx c{scratch, spec, init, none, waits, sink};
-  return std::string{c.support_retry() ? "faultOccur" : "preExit"};
+  return std::string{supports_retry(spec, init) ? "faultOccur" : "preExit"};
 }
 
 namespace {
@@ -1399,15 +1417,10 @@ fault_center_input(const recovery& current, const job_spec& spec,
                    const std::vector<device_fault>& before,
                    const std::vector<device_fault>& after,
                    const std::string& health_state) {
-  recovery scratch;
-  flow_input none;
-  flow_step sink;
-  timeouts waits;
-  ctx c{scratch, spec, init, none, waits, sink};
   if (health_state == "SubHealthy"
-      && !(init.sub_healthy_strategy == "graceExit" && c.dump_only()))
+      && !(init.sub_healthy_strategy == "graceExit" && is_dump_only(spec, init)))
     return {};
-  bool retry = c.support_retry();
+  bool retry = supports_retry(spec, init);
   auto old_faults = wire_faults(spec, retry, before);
   std::vector<fault_rank> fresh;
   bool normal = false;
