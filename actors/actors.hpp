@@ -110,8 +110,16 @@ using job_actor = caf::typed_actor<
   caf::replies_to<switch_atom, std::vector<nic_op>, std::string>::with<biz_status>,
   // SubscribeNotifySwitch: a worker stream.
   caf::replies_to<worker_atom, switch_sink_ptr>::with<ok_atom>,
-  // SubscribeSwitchNicSignal: an operator stream.
-  caf::replies_to<om_atom, om_sink_ptr>::with<ok_atom>,
+  // SubscribeNotifyExecStressTest: a worker stream.
+  caf::replies_to<worker_atom, stress_sink_ptr>::with<ok_atom>,
+  // StressTest: the request and who asked.
+  caf::replies_to<stress_atom, stress_request, std::string>::with<biz_status>,
+  // SubscribeSwitchNicSignal ("switch") / SubscribeStressTestResponse
+  // ("stress"): an operator stream.
+  caf::replies_to<om_atom, std::string, om_sink_ptr>::with<ok_atom>,
+  // An operator clears a node's recorded health (node, who); replies with
+  // the job id when this job had it recorded, else "".
+  caf::replies_to<nodeclear_atom, std::string, std::string>::with<std::string>,
   // Ends every stream of the job (daemon shutdown).
   caf::replies_to<shutdown_atom>::with<ok_atom>,
   // A recovery deadline armed for (deadline, event) (self-sent).
@@ -143,7 +151,15 @@ using job_registry_actor = caf::typed_actor<
   caf::replies_to<switch_atom, std::string, std::vector<nic_op>,
                   std::string>::with<biz_status>,
   caf::replies_to<worker_atom, std::string, switch_sink_ptr>::with<ok_atom>,
-  caf::replies_to<om_atom, std::string, om_sink_ptr>::with<ok_atom>,
+  caf::replies_to<worker_atom, std::string, stress_sink_ptr>::with<ok_atom>,
+  caf::replies_to<stress_atom, std::string, stress_request,
+                  std::string>::with<biz_status>,
+  // Operator stream of a job's O&M action: job, kind ("switch", "stress").
+  caf::replies_to<om_atom, std::string, std::string, om_sink_ptr>::with<ok_atom>,
+  // Clears a node's recorded health in one job, or in every job when the
+  // job id is empty (node, job, who); replies with the jobs that had it.
+  caf::replies_to<nodeclear_atom, std::string, std::string,
+                  std::string>::with<std::vector<std::string>>,
   // Ends every stream of every job (daemon shutdown).
   caf::replies_to<shutdown_atom>::with<ok_atom>>;
 

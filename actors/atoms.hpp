@@ -51,10 +51,14 @@ using report_atom = caf::atom_constant<caf::atom("report")>;
 using flowtimer_atom = caf::atom_constant<caf::atom("flowtimer")>;
 /// SwitchNicTrack.
 using switch_atom = caf::atom_constant<caf::atom("switchnic")>;
-/// A worker stream for SwitchRankList.
+/// A worker stream (SwitchRankList or StressTestRankParams).
 using worker_atom = caf::atom_constant<caf::atom("worker")>;
 /// An operator stream for O&M messages.
 using om_atom = caf::atom_constant<caf::atom("omwatch")>;
+/// StressTest: start an online stress test.
+using stress_atom = caf::atom_constant<caf::atom("stress")>;
+/// An operator clears a node's recorded health.
+using nodeclear_atom = caf::atom_constant<caf::atom("nodeclear")>;
 /// Component status (introspection).
 using status_atom = caf::atom_constant<caf::atom("status")>;
 

@@ -104,36 +104,47 @@ void arm_flow_timer(self_ptr self) {
                      rec.deadline_event);
 }
 
-// Hands the pending signal to the agent stream; its delivery is the next
-// input of the machine.
+// Pushes `payload` to the newest open worker stream of `ws`; false when
+// there is none (the notify timeout then ends the wait).
+template <class Sinks, class T>
+bool push_to_worker(Sinks& ws, const T& payload) {
+  ws.erase(std::remove_if(ws.begin(), ws.end(),
+                          [](const auto& w) { return w->closed(); }),
+           ws.end());
+  while (!ws.empty() && !ws.back()->push(payload))
+    ws.pop_back();
+  return !ws.empty();
+}
+
+// Hands the pending signal to the agent stream (or, for the O&M lists, to
+// the worker stream); its delivery is the next input of the machine.
 void deliver_outbox(self_ptr self) {
   auto& st = self->state;
   if (!st.model.rec.outbox)
     return;
-  if (!st.subscriber && st.model.rec.outbox->signal_type != "SwitchRankList")
-    return;
   auto sig = *st.model.rec.outbox;
-  if (sig.signal_type == "SwitchRankList") {
-    // Goes to the newest open worker stream, not to the agent.
-    auto& ws = st.switch_workers;
-    ws.erase(std::remove_if(ws.begin(), ws.end(),
-                            [](const auto& w) { return w->closed(); }),
-             ws.end());
-    const auto& rec = st.model.rec;
-    switch_rank_list list{rec.switch_ranks, rec.switch_ops,
-                          st.model.spec.job_id};
-    while (!ws.empty() && !ws.back()->push(list))
-      ws.pop_back();
-    if (ws.empty())
+  const auto& rec = st.model.rec;
+  const auto& id = st.model.spec.job_id;
+  bool to_worker = sig.signal_type == "SwitchRankList"
+                   || sig.signal_type == "StressTestRankParams";
+  if (to_worker) {
+    bool sent
+      = sig.signal_type == "SwitchRankList"
+          ? push_to_worker(st.switch_workers,
+                           switch_rank_list{rec.switch_ranks, rec.switch_ops, id})
+          : push_to_worker(st.stress_workers,
+                           stress_rank_params{rec.stress_params, id});
+    if (!sent)
       return;
-    ES_INFO("job {} sent SwitchRankList of {} ranks", st.model.spec.job_id,
-            list.ranks.size());
+    ES_INFO("job {} sent {} to a worker", id, sig.signal_type);
     flow_input in;
     in.name = "notifySuccess";
     in.delivered = sig;
     feed_quietly(self, std::move(in));
     return;
   }
+  if (!st.subscriber)
+    return;
   if (!st.subscriber->push(sig)) {
     // The stream is gone: wait for a new subscriber or the notify timeout.
     st.subscriber = nullptr;
@@ -209,6 +220,9 @@ void after_events(self_ptr self, const std::vector<event_body>& bodies) {
       for (auto& w : st.switch_workers)
         w->finish(caf::none);
       st.switch_workers.clear();
+      for (auto& w : st.stress_workers)
+        w->finish(caf::none);
+      st.stress_workers.clear();
       for (auto& o : st.operators)
         o->finish(caf::none);
       st.operators.clear();
@@ -479,6 +493,9 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
         in.name = *kind;
         in.report_kind = "process";
       }
+      if (rpc == "ReplyStressTestResult")
+        if (auto err = validate_stress_results(st.model.spec, in.stress_result))
+          return err;
       auto uuid = st.model.rec.uuid;
       auto state = st.model.rec.state;
       auto rp = self->make_response_promise<biz_status>();
@@ -487,7 +504,8 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
         [=]() mutable {
           if (rpc == "ReportProcessFault")
             rp.deliver(biz_status{0, "receive ReportProcessFault"});
-          else if (rpc == "ReplySwitchNicResult")
+          else if (rpc == "ReplySwitchNicResult"
+                   || rpc == "ReplyStressTestResult")
             rp.deliver(biz_status{0, "reply success"});
           else
             rp.deliver(biz_status{0, "jobId=" + id + ", uuid=" + uuid
@@ -524,6 +542,27 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
         [=](caf::error& err) mutable { rp.deliver(err); });
       return rp;
     },
+    [=](stress_atom, stress_request& req,
+        std::string& who) -> caf::result<biz_status> {
+      auto& st = self->state;
+      if (!st.model.exists)
+        return biz_status{413, "job:" + st.model.spec.job_id + " not exist"};
+      flow_input in;
+      in.name = "startStressTest";
+      in.who = who;
+      // Check and start are one step of this actor: no window in between.
+      auto verdict = validate_stress(st.model.rec, st.model.spec,
+                                     st.model.registered,
+                                     st.subscriber != nullptr, req,
+                                     in.stress_params);
+      if (verdict.code != 0)
+        return verdict;
+      auto rp = self->make_response_promise<biz_status>();
+      feed(
+        self, std::move(in), [=]() mutable { rp.deliver(verdict); },
+        [=](caf::error& err) mutable { rp.deliver(err); });
+      return rp;
+    },
     [=](worker_atom, switch_sink_ptr& sink) -> caf::result<ok_atom> {
       auto& st = self->state;
       if (!st.model.exists || !st.model.registered)
@@ -534,23 +573,52 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
       deliver_outbox(self);
       return ok_atom::value;
     },
-    [=](om_atom, om_sink_ptr& sink) -> caf::result<ok_atom> {
+    [=](worker_atom, stress_sink_ptr& sink) -> caf::result<ok_atom> {
+      auto& st = self->state;
+      if (!st.model.exists || !st.model.registered)
+        return make_error(errc::not_registered,
+                          "jobId=" + st.model.spec.job_id
+                            + " not registed, please wait agent register");
+      st.stress_workers.push_back(std::move(sink));
+      deliver_outbox(self);
+      return ok_atom::value;
+    },
+    [=](om_atom, std::string& kind, om_sink_ptr& sink) -> caf::result<ok_atom> {
       auto& st = self->state;
       const auto& id = st.model.spec.job_id;
       if (!st.model.exists || !st.model.registered)
         return make_error(errc::not_registered, "jobId=" + id + " not registed");
       const auto& rec = st.model.rec;
-      if (rec.om_kind.empty() && rec.om_last_message.empty())
+      bool running = rec.om_kind == kind;
+      bool last = rec.om_last_kind == kind && !rec.om_last_message.empty();
+      if (!running && !last)
         return make_error(errc::not_registered,
-                          "jobId=" + id + " is not swtiching nic");
-      // A late operator gets the outcome of the last action.
-      if (!rec.om_last_message.empty())
+                          kind == "stress" ? "jobId=" + id + " is not stress test"
+                                           : "jobId=" + id + " is not swtiching nic");
+      // A late operator gets the outcome of the last action of this kind.
+      if (last)
         sink->push({id, rec.om_last_message});
-      if (rec.om_kind.empty() || rec.om_done)
+      if (!running || rec.om_done)
         sink->finish(caf::none);
       else
         st.operators.push_back(std::move(sink));
       return ok_atom::value;
+    },
+    [=](nodeclear_atom, std::string& node,
+        std::string& who) -> caf::result<std::string> {
+      auto& st = self->state;
+      if (!st.model.exists || st.model.rec.unhealthy_nodes.count(node) == 0)
+        return std::string{};
+      flow_input in;
+      in.name = "nodeHealthCleared";
+      in.node = node;
+      in.who = who;
+      auto rp = self->make_response_promise<std::string>();
+      feed(
+        self, std::move(in),
+        [=]() mutable { rp.deliver(self->state.model.spec.job_id); },
+        [=](caf::error& err) mutable { rp.deliver(err); });
+      return rp;
     },
     [=](flowtimer_atom, int64_t deadline, std::string& ev) {
       const auto& rec = self->state.model.rec;
@@ -576,6 +644,9 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
       for (auto& w : st.switch_workers)
         w->finish(bye);
       st.switch_workers.clear();
+      for (auto& w : st.stress_workers)
+        w->finish(bye);
+      st.stress_workers.clear();
       for (auto& o : st.operators)
         o->finish(bye);
       st.operators.clear();

@@ -23,6 +23,9 @@ struct job_state {
   std::vector<annotations_sink_ptr> watchers;
   /// Open SubscribeNotifySwitch (worker) streams; the newest gets the list.
   std::vector<switch_sink_ptr> switch_workers;
+  /// Open SubscribeNotifyExecStressTest (worker) streams; the newest gets
+  /// the operations.
+  std::vector<stress_sink_ptr> stress_workers;
   /// Open operator streams of the running (or last) O&M action.
   std::vector<om_sink_ptr> operators;
   /// Events since the last snapshot.

@@ -413,7 +413,7 @@ caf::expected<decision> decide(const job_model& state, const command& cmd) {
             || !s->annotations.empty() || !s->removed_annotations.empty()
             || s->delivered || !s->om_messages.empty()
             || s->after.platform_round != state.rec.platform_round
-            || x.in.name == "faultAbsorbed"
+            || x.in.name == "faultAbsorbed" || x.in.name == "nodeHealthCleared"
             || s->after.deadline_ms != state.rec.deadline_ms)
           result.events.emplace_back(std::move(*s));
         return result;
@@ -464,6 +464,10 @@ job_summary to_summary(const job_model& state, bool subscribed) {
   for (const auto& p : state.spec.pods)
     result.ranks += static_cast<int32_t>(p.devices.size());
   result.last_seq = state.seq;
+  for (const auto& [node, since] : state.rec.unhealthy_nodes)
+    result.unhealthy_nodes.push_back(
+      {node, state.spec.job_id, "UnHealthy",
+       "stress test found a fault (result code 2)", since});
   return result;
 }
 

@@ -267,10 +267,58 @@ job_registry(job_registry_actor::stateful_pointer<job_registry_state> self,
                         "jobId=" + id
                           + " not registed, please wait agent register");
     },
-    [=](om_atom, std::string& id, om_sink_ptr& sink) -> caf::result<ok_atom> {
+    [=](worker_atom, std::string& id,
+        stress_sink_ptr& sink) -> caf::result<ok_atom> {
       if (auto* hdl = find(self, id))
-        return self->delegate(*hdl, om_atom::value, std::move(sink));
+        return self->delegate(*hdl, worker_atom::value, std::move(sink));
+      return make_error(errc::not_registered,
+                        "jobId=" + id
+                          + " not registed, please wait agent register");
+    },
+    [=](stress_atom, std::string& id, stress_request& req,
+        std::string& who) -> caf::result<biz_status> {
+      if (auto* hdl = find(self, id))
+        return self->delegate(*hdl, stress_atom::value, std::move(req),
+                              std::move(who));
+      return biz_status{413, "job:" + id + " not exist"};
+    },
+    [=](om_atom, std::string& id, std::string& kind,
+        om_sink_ptr& sink) -> caf::result<ok_atom> {
+      if (auto* hdl = find(self, id))
+        return self->delegate(*hdl, om_atom::value, std::move(kind),
+                              std::move(sink));
       return make_error(errc::not_registered, "jobId=" + id + " not registed");
+    },
+    [=](nodeclear_atom, std::string& node, std::string& id,
+        std::string& who) -> caf::result<std::vector<std::string>> {
+      if (!id.empty()) {
+        auto* hdl = find(self, id);
+        if (hdl == nullptr)
+          return unknown_job(id);
+        auto rp = self->make_response_promise<std::vector<std::string>>();
+        self->request(*hdl, fan_out_timeout, nodeclear_atom::value, node, who)
+          .then(
+            [=](std::string& cleared) mutable {
+              rp.deliver(cleared.empty() ? std::vector<std::string>{}
+                                         : std::vector<std::string>{cleared});
+            },
+            [=](caf::error& err) mutable { rp.deliver(err); });
+        return rp;
+      }
+      auto rp = self->make_response_promise<std::vector<std::string>>();
+      auto acc = std::make_shared<std::vector<std::string>>();
+      fan_out<std::string>(
+        self,
+        [=](std::string& cleared) {
+          if (!cleared.empty())
+            acc->push_back(cleared);
+        },
+        [=]() mutable {
+          std::sort(acc->begin(), acc->end());
+          rp.deliver(std::move(*acc));
+        },
+        nodeclear_atom::value, node, who);
+      return rp;
     },
     [=](shutdown_atom) -> caf::result<ok_atom> {
       auto rp = self->make_response_promise<ok_atom>();

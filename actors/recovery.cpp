@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <optional>
 
+#include <nlohmann/json.hpp>
 #include <openssl/evp.h>
 
 #include "actors/error.hpp"
@@ -93,6 +95,9 @@ bool is_dump_only(const job_spec& spec, const init_config& init) {
 }
 
 // -- the context entry actions work on ----------------------------------------
+
+void merge_faults(recovery& rec, const job_spec& spec,
+                  const std::vector<fault_rank>& faults);
 
 struct ctx {
   recovery& rec;
@@ -893,6 +898,9 @@ std::string on_reset(ctx& c) {
   r.om_operator.clear();
   r.switch_ranks.clear();
   r.switch_ops.clear();
+  r.stress_params.clear();
+  r.stress_fault = false;
+  r.isolate_nodes.clear();
   r.health = "Healthy";
   // Fix of reference §15.9: the confirm list of a finished round is removed,
   // so the next round is not blocked by it.
@@ -908,31 +916,59 @@ std::string om(ctx& c, const std::string& msg, bool final = false) {
   c.out.om_messages.push_back(msg);
   c.out.om_final = c.out.om_final || final;
   c.rec.om_last_message = msg;
+  c.rec.om_last_kind = c.rec.om_kind;
   c.rec.om_done = final;
   return {};
 }
 
-std::string on_start_switch(ctx& c) {
-  c.rec.om_kind = "switch";
+// The operator action ends without a further message (the streams close).
+void om_end(ctx& c) {
+  c.out.om_final = true;
+  c.rec.om_done = true;
+}
+
+// Forgets the running operator action (its outcome stays for late readers).
+void om_clear(ctx& c) {
+  c.rec.om_kind.clear();
+  c.rec.switch_ranks.clear();
+  c.rec.switch_ops.clear();
+  c.rec.stress_params.clear();
+  c.rec.stress_fault = false;
+}
+
+// An operator action begins: pause training (reference §8.2 / §9.2 step 1).
+std::string begin_om(ctx& c, const std::string& kind, int64_t pause_timeout) {
+  c.rec.om_kind = kind;
   c.rec.om_operator = c.in.who;
-  c.rec.switch_ranks = c.in.switch_ranks;
-  c.rec.switch_ops = c.in.switch_ops;
   c.rec.om_done = false;
   c.rec.om_last_message.clear();
+  c.rec.om_last_kind = kind;
   c.rec.flow_started_ms = c.in.now_ms;
   c.rec.uuid = c.in.fresh_uuid;
   auto sig = c.signal("stopTrain");
   sig.actions = {"pause_train"};
+  sig.timeout = pause_timeout;
   return c.notify(std::move(sig));
 }
 
-std::string on_notify_switch_nic(ctx& c) {
-  // The SwitchRankList goes to the worker stream; the outbox marks it.
+std::string on_start_switch(ctx& c) {
+  c.rec.switch_ranks = c.in.switch_ranks;
+  c.rec.switch_ops = c.in.switch_ops;
+  return begin_om(c, "switch", 0);
+}
+
+// The outbox marks what goes to the worker stream (SwitchRankList or
+// StressTestRankParams); the job actor builds it from the state.
+std::string notify_worker(ctx& c, const char* what) {
   process_signal marker;
   marker.uuid = c.rec.uuid;
   marker.job_id = c.spec.job_id;
-  marker.signal_type = "SwitchRankList";
+  marker.signal_type = what;
   return c.notify(std::move(marker));
+}
+
+std::string on_notify_switch_nic(ctx& c) {
+  return notify_worker(c, "SwitchRankList");
 }
 
 std::string on_notify_continue(ctx& c) {
@@ -949,14 +985,17 @@ std::string on_om_kill(ctx& c) {
   const auto& path = c.out.path;
   std::string from = path.size() >= 2 ? path[path.size() - 2] : std::string{};
   bool failed = c.in.name == "receiveReport" && c.in.report.code == 499;
+  std::string what = c.rec.om_kind == "stress" ? "stress test failed"
+                                               : "switch nic failed";
   std::string msg = "om failed, send signal failed";
   if (from == st::wait_pause_complete)
     msg = failed ? "om failed, pause train failed" : "pause train timeout";
   else if (from == st::notify_switch_nic)
     msg = "send switch nic signal failed, please check manually";
+  else if (from == st::notify_stress_test)
+    msg = "send stress test signal failed, please check manually";
   else if (from == st::wait_continue_train)
-    msg = failed ? "switch nic failed, continue train failed"
-                 : "switch nic failed, continue train timeout";
+    msg = what + (failed ? ", continue train failed" : ", continue train timeout");
   om(c, msg, true);
   return on_kill_job(c);
 }
@@ -967,24 +1006,150 @@ std::string on_switch_failed(ctx& c) {
                       ? "report error when switching nic"
                       : "report switch nic timeout";
   om(c, "switch nic failed, " + why, true);
-  c.rec.om_kind.clear();
-  c.rec.switch_ranks.clear();
-  c.rec.switch_ops.clear();
+  om_clear(c);
   return on_notify_stop_train(c);
 }
 
-std::string on_switch_finished(ctx& c) {
-  om(c, "switch nic finish", true);
-  // Faults that arrived during the switch are handled right after it
+// The operator action ended and training goes on.
+std::string on_om_finished(ctx& c) {
+  if (c.rec.om_kind == "switch")
+    om(c, "switch nic finish", true);
+  else
+    om_end(c); // the stress result was the operator's message
+  // Faults that arrived during the action are handled right after it
   // (design §4.7): the flow continues as a recovery instead of ending.
   if (!c.rec.faults.empty()) {
-    c.rec.om_kind.clear();
-    c.rec.switch_ranks.clear();
-    c.rec.switch_ops.clear();
+    om_clear(c);
     c.rec.uuid.clear();
     return "faultOccur";
   }
   return on_reset(c);
+}
+
+// -- online stress test (reference §9.2) --------------------------------------
+
+std::string on_start_stress(ctx& c) {
+  c.rec.stress_params = c.in.stress_params;
+  return begin_om(c, "stress", 900);
+}
+
+std::string on_notify_stress(ctx& c) {
+  return notify_worker(c, "StressTestRankParams");
+}
+
+// A uuid distinct from `u` but derived from it (a step has one fresh uuid;
+// the reference gives the auxiliary start-agent signals their own).
+std::string derived_uuid(const std::string& u) {
+  auto head = u.substr(0, u.find('-'));
+  return head + "-" + sha256_hex(u).substr(0, 32);
+}
+
+// The workers run the test: tell the agent to hold its start-agent logic,
+// flush faults, and wait for the result.
+std::string on_stress_running(ctx& c) {
+  c.rec.uuid = c.in.fresh_uuid;
+  auto sig = c.signal("pauseStartAgent");
+  sig.actions = {"pause_start_agent"};
+  c.out.side_signals.push_back(std::move(sig));
+  c.write_reset("notifyFaultFlushing");
+  return c.wait_report();
+}
+
+// ReportRecoverStatus(406) while the test runs: a fault; wait on for the
+// result, then recover whatever it says.
+std::string on_stress_fault(ctx& c) {
+  c.rec.stress_fault = true;
+  om(c, "recv fault, when stressing test");
+  return c.wait_report();
+}
+
+// Go's %v of a string slice: [a b c].
+std::string go_list(const std::vector<std::string>& xs) {
+  std::string out = "[";
+  for (size_t i = 0; i < xs.size(); ++i)
+    out += (i > 0 ? " " : "") + xs[i];
+  return out + "]";
+}
+
+// Takes the stress result (reference §9.2 step 4): clears the reset
+// document, lets the agent start again, classifies each (rank, op) code,
+// and tells the operator. Fills `isolate_nodes` and the fault cache.
+void take_stress_result(ctx& c) {
+  c.write_reset("clear");
+  c.rec.uuid = derived_uuid(c.in.fresh_uuid);
+  auto sig = c.signal("continueStartAgent");
+  sig.actions = {"continue_start_agent"};
+  c.out.side_signals.push_back(std::move(sig));
+  std::set<std::string> isolate;
+  std::vector<fault_rank> faulty;
+  nlohmann::json detail = nlohmann::json::object();
+  for (const auto& [rank, ops] : c.in.stress_result) {
+    const pod* host = nullptr;
+    std::string device;
+    for (const auto& p : c.spec.pods)
+      for (const auto& d : p.devices)
+        if (d.rank_id == rank) {
+          host = &p;
+          device = d.device_id;
+        }
+    if (host == nullptr)
+      continue; // validated before; a spec change since is not fatal
+    bool rank_fault = false;
+    for (const auto& [op, r] : ops) {
+      detail[host->node_name][device][op] = {{"code", r.code},
+                                             {"result", r.result}};
+      if (r.code == "2")
+        isolate.insert(host->node_name);
+      rank_fault = rank_fault || r.code == "3" || r.code == "4";
+    }
+    if (rank_fault)
+      faulty.push_back({rank, "1"});
+  }
+  merge_faults(c.rec, c.spec, faulty);
+  c.rec.isolate_nodes.assign(isolate.begin(), isolate.end());
+  std::vector<std::string> ranks;
+  for (const auto& f : faulty)
+    ranks.push_back(f.rank_id);
+  std::sort(ranks.begin(), ranks.end(), rank_less);
+  auto json = detail.dump();
+  bool failed = !isolate.empty() || !faulty.empty() || c.rec.stress_fault;
+  if (!isolate.empty())
+    om(c, "stress test find fault, isolate node:" + go_list(c.rec.isolate_nodes)
+            + ",result:" + json, failed);
+  else if (!faulty.empty())
+    om(c, "stress test timeout fault, faultRank:" + go_list(ranks)
+            + ",result:" + json, failed);
+  else
+    om(c, "stress test finish, result:" + json, failed);
+}
+
+std::string on_stress_passed(ctx& c) {
+  take_stress_result(c);
+  return on_notify_continue(c);
+}
+
+// stressTestFail (reference §9.2 step 5): every rank of an isolated node is
+// a fault, the node is recorded unhealthy, and a recovery stops training.
+std::string on_stress_failed(ctx& c) {
+  take_stress_result(c);
+  std::vector<fault_rank> node_faults;
+  for (const auto& node : c.rec.isolate_nodes) {
+    c.rec.unhealthy_nodes[node] = c.in.now_ms;
+    for (const auto& p : c.spec.pods)
+      if (p.node_name == node)
+        for (const auto& d : p.devices)
+          node_faults.push_back({d.rank_id, "1"});
+  }
+  merge_faults(c.rec, c.spec, node_faults);
+  c.rec.isolate_nodes.clear();
+  om_clear(c);
+  return on_notify_stop_train(c);
+}
+
+std::string on_stress_timeout(ctx& c) {
+  om(c, "stress test failed, report stress test timeout", true);
+  om_clear(c);
+  return on_notify_stop_train(c);
 }
 
 // -- the table ----------------------------------------------------------------
@@ -1122,9 +1287,25 @@ const std::vector<rule>& rules() {
     {notify_continue_train, "notifyContinueSuccessEvent", wait_continue_train,
      on_wait_report},
     {notify_continue_train, "notifyFail", notify_kill_job, on_om_kill},
-    {wait_continue_train, "switchNicRecvContinue", init, on_switch_finished},
+    {wait_continue_train, "switchNicRecvContinue", init, on_om_finished},
     {wait_continue_train, "continueTrainFail", notify_kill_job, on_om_kill},
     {wait_continue_train, "receiveTimeout", notify_kill_job, on_om_kill},
+    // Online stress test (reference §9.2); pause and continue as above.
+    {init, "startStressTest", notify_pause_train, on_start_stress},
+    {wait_pause_complete, "stressTestRecvPause", notify_stress_test,
+     on_notify_stress},
+    {notify_stress_test, "notifySuccess", wait_stress_test_finished,
+     on_stress_running},
+    {notify_stress_test, "notifyFail", notify_kill_job, on_om_kill},
+    {wait_stress_test_finished, "receiveReport", notify_continue_train,
+     on_stress_passed},
+    {wait_stress_test_finished, "stressTestRecvFault", wait_stress_test_finished,
+     on_stress_fault},
+    {wait_stress_test_finished, "stressTestFail", notify_stop_train,
+     on_stress_failed},
+    {wait_stress_test_finished, "receiveTimeout", notify_stop_train,
+     on_stress_timeout},
+    {wait_continue_train, "stressTestRecvContinue", init, on_om_finished},
   };
   return table;
 }
@@ -1151,6 +1332,18 @@ void merge_faults(recovery& rec, const job_spec& spec,
   }
 }
 
+// A stress result that ends in a recovery: a node to isolate, a faulty
+// rank, or a fault reported while the test ran.
+bool stress_fails(const recovery& rec, const stress_results& results) {
+  if (rec.stress_fault)
+    return true;
+  for (const auto& [rank, ops] : results)
+    for (const auto& [op, r] : ops)
+      if (r.code == "2" || r.code == "3" || r.code == "4")
+        return true;
+  return false;
+}
+
 } // namespace
 
 const std::vector<transition>& transitions() {
@@ -1168,6 +1361,8 @@ std::string expected_report(const std::string& state) {
     return "stop";
   if (state == st::wait_switch_nic_finished)
     return "switch";
+  if (state == st::wait_stress_test_finished)
+    return "stress";
   if (state == st::wait_continue_train)
     return "status";
   if (state == st::wait_recover_strategy)
@@ -1194,6 +1389,9 @@ caf::expected<flow_step> step(const recovery& current, const job_spec& spec,
   out.switch_ranks = in.switch_ranks;
   out.switch_ops = in.switch_ops;
   out.who = in.who;
+  out.stress_params = in.stress_params;
+  out.stress_result = in.stress_result;
+  out.node = in.node;
   out.after = current;
   auto& rec = out.after;
   out.path.push_back(rec.state);
@@ -1210,6 +1408,13 @@ caf::expected<flow_step> step(const recovery& current, const job_spec& spec,
   if (event == "faultAbsorbed") {
     // A fault during a running flow joins it (reference §4.2).
     merge_faults(rec, spec, in.faults);
+    return out;
+  }
+  if (event == "nodeHealthCleared") {
+    // An operator cleared a node a stress test isolated.
+    if (rec.unhealthy_nodes.erase(in.node) == 0)
+      return make_error(errc::invalid_argument,
+                        "node " + in.node + " is not recorded unhealthy");
     return out;
   }
   if (event == "preExit") {
@@ -1266,20 +1471,30 @@ caf::expected<flow_step> step(const recovery& current, const job_spec& spec,
   }
   if (event == "receiveReport") {
     auto want = expected_report(rec.state);
-    // A 406 status during a switch reports a fault (reference §8.2 step 4).
-    bool switch_fault = rec.state == st::wait_switch_nic_finished
-                        && in.report_kind == "status" && in.report.code == 406;
-    if ((want.empty() || want != in.report_kind) && !switch_fault)
+    // A 406 status during a switch or stress test reports a fault
+    // (reference §8.2 step 4, §9.2 step 4).
+    bool om_fault = (rec.state == st::wait_switch_nic_finished
+                     || rec.state == st::wait_stress_test_finished)
+                    && in.report_kind == "status" && in.report.code == 406;
+    bool stress = rec.om_kind == "stress";
+    if ((want.empty() || want != in.report_kind) && !om_fault)
       return make_error(errc::unexpected_report,
                         "not expected in state " + rec.state);
-    if (switch_fault)
-      event = "waitSwitchNicRecvFault";
+    if (om_fault)
+      event = stress ? "stressTestRecvFault" : "waitSwitchNicRecvFault";
     else if (rec.state == st::wait_pause_complete)
-      event = in.report.code == 499 ? "processPauseFail" : "switchNicRecvPause";
+      event = in.report.code == 499 ? "processPauseFail"
+              : stress              ? "stressTestRecvPause"
+                                    : "switchNicRecvPause";
     else if (rec.state == st::wait_switch_nic_finished && in.report.code != 0)
       event = "switchNicFail";
+    else if (rec.state == st::wait_stress_test_finished
+             && stress_fails(rec, in.stress_result))
+      event = "stressTestFail";
     else if (rec.state == st::wait_continue_train)
-      event = in.report.code == 499 ? "continueTrainFail" : "switchNicRecvContinue";
+      event = in.report.code == 499 ? "continueTrainFail"
+              : stress              ? "stressTestRecvContinue"
+                                    : "switchNicRecvContinue";
     else if (in.report_kind == "stop" && in.report.code == 404)
       event = "processNotReadyEvent";
     if (in.report_kind == "status" && rec.om_kind.empty())
@@ -1353,6 +1568,83 @@ biz_status validate_switch(const recovery& current, const job_spec& spec,
   return {0, "switching operation was successfully distributed"};
 }
 
+biz_status validate_stress(const recovery& current, const job_spec& spec,
+                           bool registered, bool subscribed,
+                           const stress_request& req, stress_ops_map& params) {
+  const auto& id = spec.job_id;
+  if (!registered)
+    return {413, "job:" + id + " is not registered"};
+  if (!job_running(spec))
+    return {413, "job:" + id + " is not running"};
+  auto bad_ops = [](const std::string& node,
+                    const std::vector<int64_t>& ops) -> std::optional<biz_status> {
+    std::set<int64_t> seen;
+    for (auto op : ops) {
+      if (op != 0 && op != 1)
+        return biz_status{413, "op:" + std::to_string(op)
+                                 + " not exist in support operation:[0 1]"};
+      if (!seen.insert(op).second)
+        return biz_status{413, "node:" + node + " stress test ops should not repeat"};
+    }
+    return std::nullopt;
+  };
+  auto add_node = [&](const std::string& node, const std::vector<int64_t>& ops) {
+    bool found = false;
+    for (const auto& p : spec.pods)
+      if (p.node_name == node) {
+        found = true;
+        for (const auto& d : p.devices)
+          params[d.rank_id] = ops;
+      }
+    return found;
+  };
+  if (!req.all_nodes_ops.empty()) {
+    // allNodesOps wins; stressParam is ignored unchecked (reference §9.1).
+    if (auto bad = bad_ops("AllNodes", req.all_nodes_ops))
+      return *bad;
+    for (const auto& p : spec.pods)
+      add_node(p.node_name, req.all_nodes_ops);
+  } else {
+    if (req.node_ops.empty())
+      return {413, "stress test node is nil"};
+    for (const auto& [node, ops] : req.node_ops) {
+      if (ops.empty())
+        return {413, "node:" + node + " stress test ops is 0"};
+      if (!add_node(node, ops))
+        return {413, "node:" + node + " not exist in job:" + id};
+      if (auto bad = bad_ops(node, ops))
+        return *bad;
+    }
+  }
+  if (params.empty())
+    return {413, "job:" + id + " has no ranks to stress"};
+  if (!subscribed)
+    return {413, "job:" + id + " has no agent subscribed"};
+  if (current.state != st::init)
+    return {411, "jobId=" + id + " om is running, or job recovering"};
+  return {0, "stress test operation was successfully distributed"};
+}
+
+caf::error validate_stress_results(const job_spec& spec,
+                                   const stress_results& results) {
+  if (results.empty())
+    return make_error(errc::invalid_argument, "stressResult is empty");
+  auto index = pod_of_rank(spec);
+  for (const auto& [rank, ops] : results) {
+    if (index.count(rank) == 0)
+      return make_error(errc::invalid_argument,
+                        "stressResult: rank " + rank + " is not in job "
+                          + spec.job_id);
+    for (const auto& [op, r] : ops)
+      if (r.code.size() != 1 || r.code[0] < '0' || r.code[0] > '4')
+        return make_error(errc::invalid_argument,
+                          "stressResult: rank " + rank + " op " + op
+                            + " has unknown code \"" + r.code
+                            + "\" (allowed: 0..4)");
+  }
+  return {};
+}
+
 caf::expected<std::string>
 classify_process_fault(const recovery& current, const job_spec& spec,
                        const init_config& init,
@@ -1409,6 +1701,38 @@ wire_faults(const job_spec& spec, bool retry_allowed,
   return result;
 }
 
+// While a stress test runs, the faults it provokes on the stressed nodes
+// (80818C05, 80818C06) are not faults (reference §9.2 step 4.1).
+std::vector<device_fault> without_stress_codes(const recovery& rec,
+                                               const job_spec& spec,
+                                               std::vector<device_fault> faults) {
+  if (rec.state != st::wait_stress_test_finished)
+    return faults;
+  std::set<std::string> nodes;
+  for (const auto& p : spec.pods)
+    for (const auto& d : p.devices)
+      if (rec.stress_params.count(d.rank_id) > 0)
+        nodes.insert(p.node_name);
+  std::vector<device_fault> kept;
+  for (auto& f : faults) {
+    if (nodes.count(f.node_name) > 0) {
+      auto& codes = f.fault_codes;
+      auto had = codes.size();
+      codes.erase(std::remove_if(codes.begin(), codes.end(),
+                                 [](const std::string& code) {
+                                   return code.find("80818C05") != std::string::npos
+                                          || code.find("80818C06")
+                                               != std::string::npos;
+                                 }),
+                  codes.end());
+      if (had > 0 && codes.empty())
+        continue;
+    }
+    kept.push_back(std::move(f));
+  }
+  return kept;
+}
+
 } // namespace
 
 std::pair<std::string, std::vector<fault_rank>>
@@ -1424,7 +1748,8 @@ fault_center_input(const recovery& current, const job_spec& spec,
   auto old_faults = wire_faults(spec, retry, before);
   std::vector<fault_rank> fresh;
   bool normal = false;
-  for (const auto& [rank, type] : wire_faults(spec, retry, after)) {
+  for (const auto& [rank, type] :
+       wire_faults(spec, retry, without_stress_codes(current, spec, after))) {
     auto i = old_faults.find(rank);
     if (i != old_faults.end() && i->second == type)
       continue;
@@ -1446,7 +1771,8 @@ fault_center_input(const recovery& current, const job_spec& spec,
 
 std::string send_result_event(const process_signal& sig) {
   const auto& t = sig.signal_type;
-  if (t == "keep-alive" || t == "pauseStartAgent" || t == "preExitProcess")
+  if (t == "keep-alive" || t == "pauseStartAgent" || t == "continueStartAgent"
+      || t == "preExitProcess")
     return {};
   if (t == "killMaster")
     return "finish";

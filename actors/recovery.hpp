@@ -82,7 +82,7 @@ struct recovery {
   bool restart_in_place = false;
   /// The recover-in-place check (reference §5.4 step 3) has run.
   bool in_place_checked = false;
-  /// The running operator action: "" or "switch".
+  /// The running operator action: "", "switch" or "stress".
   std::string om_kind;
   /// Who asked for it (the operator's peer).
   std::string om_operator;
@@ -92,6 +92,18 @@ struct recovery {
   /// The last message for the operator stream, and whether it was final.
   std::string om_last_message;
   bool om_done = false;
+  /// The kind of operator action `om_last_message` belongs to.
+  std::string om_last_kind;
+  /// Stress test: global rank -> operations to run.
+  stress_ops_map stress_params;
+  /// Stress test: a fault was reported while it ran (reference §9.2 406),
+  /// so it ends in a recovery whatever the result.
+  bool stress_fault = false;
+  /// Stress test: nodes its result isolates, until the recovery takes them.
+  std::vector<std::string> isolate_nodes;
+  /// Nodes stress tests found faulty (node -> when, Unix ms). Outlives
+  /// flows; cleared only by an operator.
+  std::map<std::string, int64_t> unhealthy_nodes;
 };
 
 /// An input of the machine.
@@ -117,6 +129,12 @@ struct flow_input {
   std::vector<std::string> switch_ranks;
   std::vector<bool> switch_ops;
   std::string who;
+  /// startStressTest: global rank -> operations.
+  stress_ops_map stress_params;
+  /// receiveReport of ReplyStressTestResult: the results.
+  stress_results stress_result;
+  /// nodeHealthCleared: the node.
+  std::string node;
 };
 
 /// What one step produced.
@@ -144,6 +162,10 @@ struct flow_step {
   std::vector<std::string> switch_ranks;
   std::vector<bool> switch_ops;
   std::string who;
+  /// startStressTest / stress result / nodeHealthCleared input details.
+  stress_ops_map stress_params;
+  stress_results stress_result;
+  std::string node;
   /// The input's faults, strategies and report, for the record.
   std::vector<fault_rank> faults;
   std::vector<std::string> strategies;
@@ -188,6 +210,8 @@ constexpr const char* notify_switch_nic = "NotifySwitchNicState";
 constexpr const char* wait_switch_nic_finished = "WaitSwitchNicFinishedState";
 constexpr const char* notify_continue_train = "NotifyContinueTrainState";
 constexpr const char* wait_continue_train = "WaitContinueTrainState";
+constexpr const char* notify_stress_test = "NotifyStressTestState";
+constexpr const char* wait_stress_test_finished = "WaitStressTestFinishedState";
 } // namespace st
 
 /// One requested link operation: a device of a node, to backup (true) or
@@ -206,6 +230,18 @@ biz_status validate_switch(const recovery& current, const job_spec& spec,
                            const std::vector<nic_op>& ops,
                            std::vector<std::string>& ranks,
                            std::vector<bool>& to_backup);
+
+/// Checks a StressTest request against the job (reference §9.1 order and
+/// texts, plus: the job must be running and have an agent stream). On
+/// success fills the operations per global rank.
+biz_status validate_stress(const recovery& current, const job_spec& spec,
+                           bool registered, bool subscribed,
+                           const stress_request& req, stress_ops_map& params);
+
+/// Checks a ReplyStressTestResult: every rank belongs to the job and every
+/// code is "0".."4". Fails with invalid_argument naming the bad field.
+caf::error validate_stress_results(const job_spec& spec,
+                                   const stress_results& results);
 
 /// One row of the transition table.
 struct transition {

@@ -45,6 +45,9 @@ using annotations_sink_ptr = std::shared_ptr<stream_sink<annotations_view>>;
 /// Where a job sends SwitchRankList to its workers.
 using switch_sink_ptr = std::shared_ptr<stream_sink<switch_rank_list>>;
 
+/// Where a job sends StressTestRankParams to its workers.
+using stress_sink_ptr = std::shared_ptr<stream_sink<stress_rank_params>>;
+
 /// Where a job sends messages to the operator of an O&M action.
 using om_sink_ptr = std::shared_ptr<stream_sink<om_message>>;
 
@@ -52,5 +55,6 @@ using om_sink_ptr = std::shared_ptr<stream_sink<om_message>>;
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(recoverd::switch_sink_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(recoverd::om_sink_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(recoverd::stress_sink_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(recoverd::signal_sink_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(recoverd::annotations_sink_ptr)

@@ -161,6 +161,45 @@ struct switch_rank_list {
   std::string job_id;
 };
 
+/// Stress operations (0 = AIC, 1 = P2P) per key (a node or a global rank).
+using stress_ops_map = std::map<std::string, std::vector<int64_t>>;
+
+/// A StressTest request: operations for every node, or per node.
+struct stress_request {
+  /// Operations for every node; wins over `node_ops` when non-empty.
+  std::vector<int64_t> all_nodes_ops;
+  /// Node name -> operations.
+  stress_ops_map node_ops;
+};
+
+/// The operations each rank must run (`StressTestRankParams`).
+struct stress_rank_params {
+  stress_ops_map params;
+  std::string job_id;
+};
+
+/// One stress operation's result on one rank.
+struct stress_op_result {
+  /// "0" passed .. "4" voltage not recovered (reference §9.2).
+  std::string code;
+  std::string result;
+};
+
+/// A worker's results: global rank -> operation code -> result.
+using stress_results = std::map<std::string, std::map<std::string, stress_op_result>>;
+
+/// A node a stress test found faulty: isolated until an operator clears it.
+struct node_health {
+  std::string node;
+  std::string job_id;
+  /// "UnHealthy".
+  std::string status;
+  /// Why, e.g. the stress test result.
+  std::string reason;
+  /// When it was recorded (Unix ms).
+  int64_t since_ms = 0;
+};
+
 /// A message for the operator of a link switch or stress test.
 struct om_message {
   std::string job_id;
@@ -206,6 +245,8 @@ struct job_summary {
   int32_t pods = 0;
   int32_t ranks = 0;
   uint64_t last_seq = 0;
+  /// Nodes this job's stress tests isolated.
+  std::vector<node_health> unhealthy_nodes;
 };
 
 /// A job's annotations and process-recover label.
@@ -292,7 +333,19 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_summary& x) {
   return f(caf::meta::type_name("job_summary"), x.job_id, x.name, x.ns,
            x.registered, x.subscribed, x.recovery_state, x.pods, x.ranks,
-           x.last_seq);
+           x.last_seq, x.unhealthy_nodes);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, node_health& x) {
+  return f(caf::meta::type_name("node_health"), x.node, x.job_id, x.status,
+           x.reason, x.since_ms);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, stress_request& x) {
+  return f(caf::meta::type_name("stress_request"), x.all_nodes_ops,
+           x.node_ops);
 }
 
 template <class Inspector>

@@ -114,6 +114,16 @@ void to_proto(const job_summary& x, pb::JobSummary& out) {
   out.set_pods(x.pods);
   out.set_ranks(x.ranks);
   out.set_lastseq(x.last_seq);
+  for (const auto& n : x.unhealthy_nodes)
+    to_proto(n, *out.add_unhealthynodes());
+}
+
+void to_proto(const node_health& x, pb::NodeHealth& out) {
+  out.set_node(x.node);
+  out.set_jobid(x.job_id);
+  out.set_status(x.status);
+  out.set_reason(x.reason);
+  out.set_sincems(x.since_ms);
 }
 
 void to_proto(const annotations_view& x, pb::Annotations& out) {

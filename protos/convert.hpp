@@ -27,6 +27,8 @@ job_device_faults from_proto(const recoverd::platform::v1::JobDeviceFaults& x);
 void to_proto(const job_status& x, recoverd::platform::v1::JobStatus& out);
 /// job_summary -> JobSummary.
 void to_proto(const job_summary& x, recoverd::platform::v1::JobSummary& out);
+/// node_health -> NodeHealth.
+void to_proto(const node_health& x, recoverd::platform::v1::NodeHealth& out);
 /// annotations_view -> Annotations.
 void to_proto(const annotations_view& x,
               recoverd::platform::v1::Annotations& out);

@@ -1,6 +1,8 @@
 #include "services/platform_service.hpp"
 
+#include <algorithm>
 #include <memory>
+#include <tuple>
 
 #include "actors/error.hpp"
 #include "actors/job_model.hpp"
@@ -106,6 +108,56 @@ platform_service::ListJobs(grpc::CallbackServerContext* ctx,
       return grpc::Status::OK;
     },
     list_atom::value, req->namespace_());
+  return reactor;
+}
+
+grpc::ServerUnaryReactor*
+platform_service::ListNodeHealth(grpc::CallbackServerContext* ctx,
+                                 const pb::ListNodeHealthRequest* req,
+                                 pb::ListNodeHealthResponse* resp) {
+  auto* reactor = ctx->DefaultReactor();
+  ask<std::vector<job_summary>>(
+    sys_, registry_, reactor,
+    [resp](const std::vector<job_summary>& xs) {
+      std::vector<node_health> nodes;
+      for (const auto& x : xs)
+        nodes.insert(nodes.end(), x.unhealthy_nodes.begin(),
+                     x.unhealthy_nodes.end());
+      std::sort(nodes.begin(), nodes.end(), [](const auto& a, const auto& b) {
+        return std::tie(a.node, a.job_id) < std::tie(b.node, b.job_id);
+      });
+      for (const auto& n : nodes)
+        convert::to_proto(n, *resp->add_nodes());
+      return grpc::Status::OK;
+    },
+    list_atom::value, req->namespace_());
+  return reactor;
+}
+
+grpc::ServerUnaryReactor*
+platform_service::ClearNodeHealth(grpc::CallbackServerContext* ctx,
+                                  const pb::ClearNodeHealthRequest* req,
+                                  pb::ClearNodeHealthResponse* resp) {
+  auto* reactor = ctx->DefaultReactor();
+  if (req->node().empty()) {
+    reactor->Finish({grpc::StatusCode::INVALID_ARGUMENT,
+                     "node: must not be empty"});
+    return reactor;
+  }
+  if (!req->jobid().empty() && reject_bad_id(reactor, req->jobid()))
+    return reactor;
+  auto node = req->node();
+  ask<std::vector<std::string>>(
+    sys_, registry_, reactor,
+    [resp, node](const std::vector<std::string>& jobs) {
+      if (jobs.empty())
+        return grpc::Status{grpc::StatusCode::NOT_FOUND,
+                            "node " + node + " has no health record"};
+      for (const auto& j : jobs)
+        resp->add_jobids(j);
+      return grpc::Status::OK;
+    },
+    nodeclear_atom::value, req->node(), req->jobid(), ctx->peer());
   return reactor;
 }
 

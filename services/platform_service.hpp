@@ -49,6 +49,16 @@ public:
   WatchAnnotations(grpc::CallbackServerContext* ctx,
                    const recoverd::platform::v1::JobRef* req) override;
 
+  grpc::ServerUnaryReactor*
+  ListNodeHealth(grpc::CallbackServerContext* ctx,
+                 const recoverd::platform::v1::ListNodeHealthRequest* req,
+                 recoverd::platform::v1::ListNodeHealthResponse* resp) override;
+
+  grpc::ServerUnaryReactor*
+  ClearNodeHealth(grpc::CallbackServerContext* ctx,
+                  const recoverd::platform::v1::ClearNodeHealthRequest* req,
+                  recoverd::platform::v1::ClearNodeHealthResponse* resp) override;
+
   grpc::ServerUnaryReactor* ReportDeviceFaults(
     grpc::CallbackServerContext* ctx,
     const recoverd::platform::v1::ReportDeviceFaultsRequest* req,

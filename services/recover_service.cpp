@@ -184,22 +184,29 @@ grpc::ServerUnaryReactor* recover_service::SwitchNicTrack(
   return reactor;
 }
 
-grpc::ServerWriteReactor<::SwitchNicResponse>*
-recover_service::SubscribeSwitchNicSignal(grpc::CallbackServerContext*,
-                                          const ::SwitchNicRequest* req) {
-  using stream_type = grpc_stream<::SwitchNicResponse, om_message>;
-  auto* stream = new stream_type(
-    stream_buffer_, [](const om_message& x, ::SwitchNicResponse& out) {
-      out.set_jobid(x.job_id);
-      out.set_msg(x.msg);
-    });
+template <class Response>
+grpc::ServerWriteReactor<Response>*
+recover_service::operator_stream(const std::string& job_id, const char* kind) {
+  using stream_type = grpc_stream<Response, om_message>;
+  auto* stream = new stream_type(stream_buffer_,
+                                 [](const om_message& x, Response& out) {
+                                   out.set_jobid(x.job_id);
+                                   out.set_msg(x.msg);
+                                 });
   om_sink_ptr sink = stream->sink();
-  if (req->jobid().empty()) {
+  if (job_id.empty()) {
     sink->finish(make_error(errc::invalid_argument, "jobID: must not be empty"));
     return stream;
   }
-  open_stream<ok_atom>(sys_, registry_, sink, om_atom::value, req->jobid());
+  open_stream<ok_atom>(sys_, registry_, sink, om_atom::value, job_id,
+                       std::string{kind});
   return stream;
+}
+
+grpc::ServerWriteReactor<::SwitchNicResponse>*
+recover_service::SubscribeSwitchNicSignal(grpc::CallbackServerContext*,
+                                          const ::SwitchNicRequest* req) {
+  return operator_stream<::SwitchNicResponse>(req->jobid(), "switch");
 }
 
 grpc::ServerWriteReactor<::SwitchRankList>*
@@ -230,6 +237,63 @@ grpc::ServerUnaryReactor* recover_service::ReplySwitchNicResult(
   in.report_kind = "switch";
   in.report.code = req->result() ? 0 : 1;
   return report(ctx, req->jobid(), "ReplySwitchNicResult", std::move(in), resp);
+}
+
+grpc::ServerUnaryReactor* recover_service::StressTest(
+  grpc::CallbackServerContext* ctx, const ::StressTestParam* req,
+  ::Status* resp) {
+  auto* reactor = ctx->DefaultReactor();
+  if (req->jobid().empty()) {
+    reactor->Finish(empty_job_id());
+    return reactor;
+  }
+  stress_request x;
+  x.all_nodes_ops = {req->allnodesops().begin(), req->allnodesops().end()};
+  for (const auto& [node, list] : req->stressparam())
+    x.node_ops[node] = {list.ops().begin(), list.ops().end()};
+  ask<biz_status>(sys_, registry_, reactor, fill(resp), stress_atom::value,
+                  req->jobid(), std::move(x), ctx->peer());
+  return reactor;
+}
+
+grpc::ServerWriteReactor<::StressTestResponse>*
+recover_service::SubscribeStressTestResponse(grpc::CallbackServerContext*,
+                                             const ::StressTestRequest* req) {
+  return operator_stream<::StressTestResponse>(req->jobid(), "stress");
+}
+
+grpc::ServerWriteReactor<::StressTestRankParams>*
+recover_service::SubscribeNotifyExecStressTest(grpc::CallbackServerContext*,
+                                               const ::ClientInfo* req) {
+  using stream_type = grpc_stream<::StressTestRankParams, stress_rank_params>;
+  auto* stream = new stream_type(
+    stream_buffer_, [](const stress_rank_params& x, ::StressTestRankParams& out) {
+      for (const auto& [rank, ops] : x.params) {
+        auto& list = (*out.mutable_stressparam())[rank];
+        for (auto op : ops)
+          list.add_ops(op);
+      }
+      out.set_jobid(x.job_id);
+    });
+  stress_sink_ptr sink = stream->sink();
+  if (req->jobid().empty()) {
+    sink->finish(make_error(errc::invalid_argument, "jobId: must not be empty"));
+    return stream;
+  }
+  open_stream<ok_atom>(sys_, registry_, sink, worker_atom::value, req->jobid());
+  return stream;
+}
+
+grpc::ServerUnaryReactor* recover_service::ReplyStressTestResult(
+  grpc::CallbackServerContext* ctx, const ::StressTestResult* req,
+  ::Status* resp) {
+  flow_input in;
+  in.name = "receiveReport";
+  in.report_kind = "stress";
+  for (const auto& [rank, r] : req->stressresult())
+    for (const auto& [op, res] : r.rankresult())
+      in.stress_result[rank][op] = {res.code(), res.result()};
+  return report(ctx, req->jobid(), "ReplyStressTestResult", std::move(in), resp);
 }
 
 grpc::ServerUnaryReactor* recover_service::HealthCheck(

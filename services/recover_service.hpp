@@ -59,11 +59,32 @@ public:
     grpc::CallbackServerContext* ctx, const ::SwitchResult* req,
     ::Status* resp) override;
 
+  grpc::ServerUnaryReactor* StressTest(grpc::CallbackServerContext* ctx,
+                                       const ::StressTestParam* req,
+                                       ::Status* resp) override;
+
+  grpc::ServerWriteReactor<::StressTestResponse>*
+  SubscribeStressTestResponse(grpc::CallbackServerContext* ctx,
+                              const ::StressTestRequest* req) override;
+
+  grpc::ServerWriteReactor<::StressTestRankParams>*
+  SubscribeNotifyExecStressTest(grpc::CallbackServerContext* ctx,
+                                const ::ClientInfo* req) override;
+
+  grpc::ServerUnaryReactor* ReplyStressTestResult(
+    grpc::CallbackServerContext* ctx, const ::StressTestResult* req,
+    ::Status* resp) override;
+
   grpc::ServerUnaryReactor* HealthCheck(grpc::CallbackServerContext* ctx,
                                         const ::ClientInfo* req,
                                         ::Status* resp) override;
 
 private:
+  // Opens an operator stream of `kind` ("switch", "stress").
+  template <class Response>
+  grpc::ServerWriteReactor<Response>* operator_stream(const std::string& job_id,
+                                                      const char* kind);
+
   // Hands a report to the job's recovery machine.
   grpc::ServerUnaryReactor* report(grpc::CallbackServerContext* ctx,
                                    const std::string& job_id, const char* rpc,

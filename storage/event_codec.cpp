@@ -32,6 +32,23 @@ void to_proto(const recover_report& x, pe::RecoverReport& out) {
     out.add_isolateranks(r);
 }
 
+void stress_ops_to_proto(const stress_ops_map& xs,
+                         google::protobuf::Map<std::string, ::StressOpList>& out) {
+  for (const auto& [key, ops] : xs) {
+    auto& list = out[key];
+    for (auto op : ops)
+      list.add_ops(op);
+  }
+}
+
+stress_ops_map
+stress_ops_from_proto(const google::protobuf::Map<std::string, ::StressOpList>& xs) {
+  stress_ops_map result;
+  for (const auto& [key, list] : xs)
+    result[key] = {list.ops().begin(), list.ops().end()};
+  return result;
+}
+
 recover_report from_proto(const pe::RecoverReport& x) {
   return {x.code(), x.strategy(), convert::to_vector(x.isolateranks())};
 }
@@ -76,6 +93,13 @@ void to_proto(const recovery& x, pe::RecoveryState& out) {
     out.add_switchops(op);
   out.set_omlastmessage(x.om_last_message);
   out.set_omdone(x.om_done);
+  out.set_omlastkind(x.om_last_kind);
+  stress_ops_to_proto(x.stress_params, *out.mutable_stressparams());
+  out.set_stressfault(x.stress_fault);
+  for (const auto& n : x.isolate_nodes)
+    out.add_isolatenodes(n);
+  out.mutable_unhealthynodes()->insert(x.unhealthy_nodes.begin(),
+                                       x.unhealthy_nodes.end());
 }
 
 recovery from_proto(const pe::RecoveryState& x) {
@@ -113,6 +137,11 @@ recovery from_proto(const pe::RecoveryState& x) {
   result.switch_ops = {x.switchops().begin(), x.switchops().end()};
   result.om_last_message = x.omlastmessage();
   result.om_done = x.omdone();
+  result.om_last_kind = x.omlastkind();
+  result.stress_params = stress_ops_from_proto(x.stressparams());
+  result.stress_fault = x.stressfault();
+  result.isolate_nodes = convert::to_vector(x.isolatenodes());
+  result.unhealthy_nodes = {x.unhealthynodes().begin(), x.unhealthynodes().end()};
   return result;
 }
 
@@ -200,6 +229,16 @@ std::string encode_event(const event& ev) {
         for (bool op : x.switch_ops)
           m->add_switchops(op);
         m->set_who(x.who);
+        stress_ops_to_proto(x.stress_params, *m->mutable_stressparams());
+        for (const auto& [rank, ops] : x.stress_result) {
+          auto& r = (*m->mutable_stressresult())[rank];
+          for (const auto& [op, res] : ops) {
+            auto& o = (*r.mutable_rankresult())[op];
+            o.set_code(res.code);
+            o.set_result(res.result);
+          }
+        }
+        m->set_node(x.node);
       },
     },
     ev.body);
@@ -280,6 +319,11 @@ caf::expected<event> decode_event(std::string_view bytes) {
       x.switch_ranks = convert::to_vector(m.switchranks());
       x.switch_ops = {m.switchops().begin(), m.switchops().end()};
       x.who = m.who();
+      x.stress_params = stress_ops_from_proto(m.stressparams());
+      for (const auto& [rank, r] : m.stressresult())
+        for (const auto& [op, res] : r.rankresult())
+          x.stress_result[rank][op] = {res.code(), res.result()};
+      x.node = m.node();
       result.body = std::move(x);
       break;
     }

@@ -595,3 +595,234 @@ TEST_CASE("fault center: SubHealthy faults are skipped unless graceExit and "
   CHECK(fault_center_input(d.rec, d.spec, d.init, {}, now, "SubHealthy").first
         == "preExit");
 }
+
+// -- operator actions (reference §8.2, §9.2) -----------------------------------
+
+namespace {
+
+// Starts an operator action and takes it to the worker's turn.
+void om_up_to_worker(machine& m, flow_input start) {
+  start.who = "ipv4:127.0.0.1:5555";
+  m.feed(start);
+  CHECK(m.rec.state == st::notify_pause_train);
+  CHECK(m.rec.om_operator == "ipv4:127.0.0.1:5555");
+  auto pause = m.deliver();
+  CHECK(pause.signal_type == "stopTrain");
+  REQUIRE(pause.actions == std::vector<std::string>{"pause_train"});
+  CHECK(m.rec.state == st::wait_pause_complete);
+  CHECK(m.rec.deadline_event == "receiveTimeout");
+  m.report("stop");
+}
+
+flow_input stress_on(const std::string& node, std::vector<int64_t> ops,
+                     const job_spec& spec) {
+  flow_input in;
+  in.name = "startStressTest";
+  for (const auto& p : spec.pods)
+    if (p.node_name == node)
+      for (const auto& d : p.devices)
+        in.stress_params[d.rank_id] = ops;
+  return in;
+}
+
+void stress_result(machine& m, stress_results results) {
+  flow_input in;
+  in.name = "receiveReport";
+  in.report_kind = "stress";
+  in.stress_result = std::move(results);
+  m.feed(in);
+}
+
+} // namespace
+
+TEST_CASE("O&M rows: a link switch pauses, hands the list to the worker, "
+          "continues and ends with switch nic finish") {
+  machine m;
+  flow_input start;
+  start.name = "startSwitchNic";
+  start.switch_ranks = {"11"};
+  start.switch_ops = {true};
+  om_up_to_worker(m, start);
+  CHECK(m.rec.state == st::notify_switch_nic);
+  REQUIRE(m.rec.outbox.has_value());
+  CHECK(m.rec.outbox->signal_type == "SwitchRankList");
+  CHECK(m.rec.deadline_event == "notifyFail");
+  m.deliver();
+  CHECK(m.rec.state == st::wait_switch_nic_finished);
+  m.report("switch");
+  CHECK(m.rec.state == st::notify_continue_train);
+  auto cont = m.deliver();
+  CHECK(cont.change_strategy == "continue");
+  auto s = m.raw([] {
+    flow_input in;
+    in.name = "receiveReport";
+    in.report_kind = "status";
+    return in;
+  }());
+  REQUIRE(s);
+  CHECK(s->after.state == st::init);
+  CHECK(s->om_messages == std::vector<std::string>{"switch nic finish"});
+  CHECK(s->om_final);
+  CHECK(s->after.om_kind.empty());
+  CHECK(s->after.om_last_kind == "switch");
+}
+
+TEST_CASE("O&M rows: a stress test, all passed") {
+  machine m;
+  om_up_to_worker(m, stress_on("n1", {0, 1}, m.spec));
+  CHECK(m.rec.state == st::notify_stress_test);
+  REQUIRE(m.rec.outbox.has_value());
+  CHECK(m.rec.outbox->signal_type == "StressTestRankParams");
+  CHECK(m.rec.stress_params.size() == 8);
+  m.deliver();
+  CHECK(m.rec.state == st::wait_stress_test_finished);
+  REQUIRE(m.last_side.size() == 1);
+  CHECK(m.last_side[0].signal_type == "pauseStartAgent");
+  CHECK(m.rec.reset_json.find("\"FaultFlushing\":true") != std::string::npos);
+  CHECK(m.rec.deadline_event == "receiveTimeout");
+  auto paused_uuid = m.last_side[0].uuid;
+  stress_result(m, {{"8", {{"0", {"0", "ok"}}, {"1", {"1", "skipped"}}}}});
+  CHECK(m.rec.state == st::notify_continue_train);
+  REQUIRE(m.last_side.size() == 1);
+  CHECK(m.last_side[0].signal_type == "continueStartAgent");
+  CHECK(m.last_side[0].uuid != paused_uuid);
+  CHECK(m.rec.reset_json.find("\"FaultFlushing\":false") != std::string::npos);
+  CHECK(m.rec.om_last_message.rfind("stress test finish, result:", 0) == 0);
+  CHECK_FALSE(m.rec.om_done);
+  m.deliver(); // changeStrategy continue
+  m.report("status");
+  CHECK(m.rec.state == st::init);
+  CHECK(m.rec.om_done);
+  CHECK(m.rec.stress_params.empty());
+  CHECK(m.rec.unhealthy_nodes.empty());
+}
+
+TEST_CASE("O&M rows: stress code 2 isolates the node, 3/4 fault the rank, "
+          "406 fails the test, a timeout recovers") {
+  SUBCASE("code 2") {
+    machine m;
+    om_up_to_worker(m, stress_on("n1", {0}, m.spec));
+    m.deliver();
+    stress_result(m, {{"9", {{"0", {"2", "hbm"}}}}});
+    CHECK(m.rec.state == st::notify_stop_train);
+    CHECK(m.last_path[1] == st::notify_stop_train);
+    CHECK(m.rec.unhealthy_nodes.count("n1") == 1);
+    CHECK(m.rec.faults.size() == 8);
+    CHECK(m.rec.faults.at("15") == "1");
+    CHECK(m.rec.om_kind.empty());
+    CHECK(m.rec.om_done);
+    CHECK(m.rec.om_last_message.rfind("stress test find fault, isolate node:[n1],", 0)
+          == 0);
+    auto stop = m.deliver();
+    CHECK(stop.actions == std::vector<std::string>{"stop_train"});
+    MESSAGE("the health record outlives the flow; an operator clears it");
+    recovery kept = m.rec;
+    kept.state = st::init;
+    m.rec = kept;
+    flow_input clear;
+    clear.name = "nodeHealthCleared";
+    clear.node = "n0";
+    CHECK_FALSE(m.raw(clear));
+    clear.node = "n1";
+    m.feed(clear);
+    CHECK(m.rec.unhealthy_nodes.empty());
+  }
+  SUBCASE("codes 3 and 4") {
+    machine m;
+    om_up_to_worker(m, stress_on("n1", {0}, m.spec));
+    m.deliver();
+    stress_result(m, {{"9", {{"0", {"3", ""}}}}, {"12", {{"0", {"4", ""}}}}});
+    CHECK(m.rec.state == st::notify_stop_train);
+    CHECK(m.rec.faults == std::map<std::string, std::string>{{"12", "1"}, {"9", "1"}});
+    CHECK(m.rec.unhealthy_nodes.empty());
+    CHECK(m.rec.om_last_message.rfind("stress test timeout fault, faultRank:[9 12],", 0)
+          == 0);
+  }
+  SUBCASE("406 then a clean result") {
+    machine m;
+    om_up_to_worker(m, stress_on("n0", {1}, m.spec));
+    m.deliver();
+    m.report("status", 406);
+    CHECK(m.rec.state == st::wait_stress_test_finished);
+    CHECK(m.rec.stress_fault);
+    CHECK(m.rec.om_last_message == "recv fault, when stressing test");
+    stress_result(m, {{"1", {{"1", {"0", ""}}}}});
+    CHECK(m.rec.state == st::notify_stop_train);
+  }
+  SUBCASE("timeout") {
+    machine m;
+    om_up_to_worker(m, stress_on("n0", {1}, m.spec));
+    m.deliver();
+    flow_input t;
+    t.name = "receiveTimeout";
+    m.feed(t);
+    CHECK(m.rec.state == st::notify_stop_train);
+    CHECK(m.rec.om_last_message == "stress test failed, report stress test timeout");
+    CHECK(m.rec.om_done);
+  }
+  SUBCASE("an unexpected status code is refused; the deadline stays") {
+    machine m;
+    om_up_to_worker(m, stress_on("n0", {1}, m.spec));
+    m.deliver();
+    auto deadline = m.rec.deadline_ms;
+    flow_input in;
+    in.name = "receiveReport";
+    in.report_kind = "status";
+    in.report.code = 0;
+    auto s = m.raw(in);
+    REQUIRE_FALSE(s);
+    CHECK(errc_of(s.error()) == errc::unexpected_report);
+    CHECK(m.rec.deadline_ms == deadline);
+  }
+}
+
+TEST_CASE("validate_stress: reference texts, allNodesOps wins, running and "
+          "subscribed required") {
+  machine m;
+  stress_ops_map params;
+  auto check = [&](stress_request req, bool subscribed = true) {
+    params.clear();
+    return validate_stress(m.rec, m.spec, true, subscribed, req, params);
+  };
+  CHECK(check({{2}, {}}).info == "op:2 not exist in support operation:[0 1]");
+  CHECK(check({{1, 1}, {}}).info == "node:AllNodes stress test ops should not repeat");
+  CHECK(check({{}, {}}).info == "stress test node is nil");
+  CHECK(check({{}, {{"n1", {}}}}).info == "node:n1 stress test ops is 0");
+  CHECK(check({{}, {{"nx", {0}}}}).info == "node:nx not exist in job:j");
+  auto ok = check({{0}, {{"bogus", {9}}}});
+  CHECK(ok.code == 0);
+  CHECK(params.size() == 16);
+  CHECK(check({{0}, {}}, false).info == "job:j has no agent subscribed");
+  CHECK(validate_stress(m.rec, m.spec, false, true, {{0}, {}}, params).info
+        == "job:j is not registered");
+  m.spec.pods[0].running = false;
+  CHECK(check({{0}, {}}).info == "job:j is not running");
+  m.spec.pods[0].running = true;
+  m.rec.state = st::wait_stop_complete;
+  auto busy = check({{0}, {}});
+  CHECK(busy.code == 411);
+  CHECK(busy.info == "jobId=j om is running, or job recovering");
+  CHECK(validate_stress_results(m.spec, {{"3", {{"0", {"5", ""}}}}}));
+  CHECK(validate_stress_results(m.spec, {{"30", {{"0", {"0", ""}}}}}));
+  CHECK(validate_stress_results(m.spec, {}));
+  CHECK_FALSE(validate_stress_results(m.spec, {{"3", {{"0", {"4", ""}}}}}));
+}
+
+TEST_CASE("fault center: while a stress test runs, its provoked codes on the "
+          "stressed nodes are not faults") {
+  machine m;
+  om_up_to_worker(m, stress_on("n1", {0}, m.spec));
+  m.deliver();
+  REQUIRE(m.rec.state == st::wait_stress_test_finished);
+  std::vector<device_fault> provoked = {{"n1", "2", {"80818C05"}, "L3"}};
+  auto [name, fresh] = fault_center_input(m.rec, m.spec, m.init, {}, provoked);
+  CHECK(name.empty());
+  std::vector<device_fault> elsewhere = {{"n0", "2", {"80818C05"}, "L3"}};
+  auto [name2, fresh2] = fault_center_input(m.rec, m.spec, m.init, {}, elsewhere);
+  CHECK(name2 == "faultAbsorbed");
+  std::vector<device_fault> real = {{"n1", "2", {"80818C06", "80C98009"}, "L3"}};
+  auto [name3, fresh3] = fault_center_input(m.rec, m.spec, m.init, {}, real);
+  CHECK(name3 == "faultAbsorbed");
+  REQUIRE(fresh3.size() == 1);
+  CHECK(fresh3[0].rank_id == "10");
+}

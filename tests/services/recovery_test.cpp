@@ -12,6 +12,7 @@
 #include "actors/error.hpp"
 #include "actors/recovery.hpp"
 #include "agent.hpp"
+#include "fixtures/flow_fixture.hpp"
 #include "fixtures/temp_dir.hpp"
 #include "platform.grpc.pb.h"
 #include "services/app.hpp"
@@ -22,129 +23,9 @@ using namespace recoverd;
 namespace pb = recoverd::platform::v1;
 using namespace std::chrono_literals;
 
-namespace {
+using test::flow_fixture;
+using test::has_rank;
 
-struct flow_fixture {
-  test::temp_dir dir;
-  std::unique_ptr<app> daemon;
-  std::unique_ptr<pb::Platform::Stub> platform;
-  std::unique_ptr<agent::client> agent;
-
-  explicit flow_fixture(std::vector<std::string> strategies = {"recover", "dump"},
-                        millis report = 5s, millis notify = 5s,
-                        bool platform_mode = false) {
-    app_options opts;
-    opts.listen = "127.0.0.1:0";
-    opts.data_dir = dir / "db";
-    auto& w = opts.registry.job.waits;
-    w.report = report;
-    w.notify = notify;
-    w.fault_flush = 0ms;
-    w.resource_release = 0ms;
-    w.hccl_convergence = 0ms;
-    w.restart_all = 0ms;
-    w.recover_in_place = 0ms;
-    w.exit_reschedule = 100ms;
-    w.job_fallback = 2s;
-    w.poll = 20ms;
-    auto x = app::start(opts);
-    REQUIRE_MESSAGE(x, (x ? "" : message_of(x.error())));
-    daemon = std::move(*x);
-    platform = pb::Platform::NewStub(grpc::CreateChannel(
-      daemon->address(), grpc::InsecureChannelCredentials()));
-    put(strategies, "uid-1", platform_mode);
-    agent = std::make_unique<agent::client>(daemon->address(), "job");
-    REQUIRE(agent->init_clusterd().code() == 0);
-    agent->start_subscribe();
-    // Wait until the stream is attached.
-    for (int i = 0; i < 200 && !status().subscribed(); ++i)
-      std::this_thread::sleep_for(5ms);
-    REQUIRE(status().subscribed());
-  }
-
-  ~flow_fixture() {
-    agent.reset();
-  }
-
-  void put(const std::vector<std::string>& strategies,
-           const std::string& uid1 = "uid-1", bool platform_mode = false) {
-    pb::PutJobRequest req;
-    auto* spec = req.mutable_spec();
-    spec->set_jobid("job");
-    spec->set_name("train");
-    spec->set_processrecoverenable(true);
-    spec->set_platformmode(platform_mode);
-    for (const auto& s : strategies)
-      spec->add_recoverstrategies(s);
-    for (int p = 0; p < 2; ++p) {
-      auto* pod = spec->add_pods();
-      pod->set_podrank(p);
-      pod->set_uid(p == 0 ? "uid-0" : uid1);
-      pod->set_nodename("node-" + std::to_string(p));
-      pod->set_running(true);
-      for (int d = 0; d < 8; ++d) {
-        auto* dev = pod->add_devices();
-        dev->set_deviceid(std::to_string(d));
-        dev->set_rankid(std::to_string(p * 8 + d));
-      }
-    }
-    pb::PutJobResponse resp;
-    grpc::ClientContext c;
-    auto st = platform->PutJob(&c, req, &resp);
-    REQUIRE_MESSAGE(st.ok(), st.error_message());
-  }
-
-  pb::JobStatus status() {
-    pb::JobRef ref;
-    ref.set_jobid("job");
-    pb::JobStatus resp;
-    grpc::ClientContext c;
-    REQUIRE(platform->GetJob(&c, ref, &resp).ok());
-    return resp;
-  }
-
-  ::ProcessManageSignal expect(const std::string& type,
-                               const std::string& strategy = "") {
-    auto sig = agent->next_signal(5s);
-    REQUIRE_MESSAGE(sig.has_value(), "no signal, wanted " << type);
-    CHECK(sig->signaltype() == type);
-    if (!strategy.empty())
-      CHECK(sig->changestrategy() == strategy);
-    return *sig;
-  }
-
-  void wait_state(const std::string& state) {
-    for (int i = 0; i < 400; ++i) {
-      if (status().recoverystate() == state)
-        return;
-      std::this_thread::sleep_for(10ms);
-    }
-    CHECK(status().recoverystate() == state);
-  }
-
-  // fault on rank 8 -> stopTrain -> stop complete -> globalFault
-  ::ProcessManageSignal up_to_global_fault() {
-    auto st = agent->report_process_fault({{"8", "1"}});
-    CHECK(st.code() == 0);
-    CHECK(st.info() == "receive ReportProcessFault");
-    auto stop = expect("stopTrain");
-    auto ack = agent->report_stop_complete(0);
-    CHECK(ack.code() == 0);
-    CHECK(ack.info().find("receive ReportStopComplete") != std::string::npos);
-    auto global = expect("globalFault");
-    CHECK(global.uuid() == stop.uuid());
-    return global;
-  }
-};
-
-bool has_rank(const ::ProcessManageSignal& sig, const std::string& rank) {
-  for (const auto& f : sig.faultranks())
-    if (f.rankid() == rank)
-      return true;
-  return false;
-}
-
-} // namespace
 
 TEST_CASE("B11/B13/B15/B17: fault -> stop -> global fault -> recover -> "
           "success, every step in the log") {
