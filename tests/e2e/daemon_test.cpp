@@ -423,3 +423,82 @@ TEST_CASE("e2e: recoverctl switch-nic drives a link switch to its outcome") {
   worker->Finish();
   agent.stop();
 }
+
+TEST_CASE("e2e: recoverctl stress-test drives a stress test to its outcome; "
+          "the isolated node is listed and cleared with recoverctl nodes") {
+  temp_dir dir;
+  {
+    std::ofstream f{dir / "job.json"};
+    f << job_file;
+  }
+  running_daemon d{dir};
+  REQUIRE(ctl(d.address, "job put " + (dir / "job.json")).first == 0);
+  recoverd::agent::client agent{d.address, "e2e-job"};
+  REQUIRE(agent.init_clusterd().code() == 0);
+  agent.start_subscribe();
+  ::ClientInfo who;
+  who.set_jobid("e2e-job");
+  grpc::ClientContext wctx;
+  wctx.set_deadline(std::chrono::system_clock::now() + 20s);
+  auto worker = agent.stub().SubscribeNotifyExecStressTest(&wctx, who);
+  std::this_thread::sleep_for(300ms);
+  MESSAGE("bad input: exit 2, refused: exit 1");
+  CHECK(ctl(d.address, "stress-test e2e-job n1=xyz").first == 2);
+  CHECK(ctl(d.address, "stress-test e2e-job").first == 2);
+  auto [brc, bout] = ctl(d.address, "stress-test e2e-job --all-nodes 2");
+  CHECK(brc == 1);
+  CHECK(bout.find("op:2 not exist in support operation:[0 1]") != std::string::npos);
+  std::pair<int, std::string> result;
+  std::thread operator_thread{[&] {
+    result = ctl(d.address, "stress-test e2e-job n1=aic,p2p");
+  }};
+  auto pause = agent.next_signal(10s);
+  REQUIRE(pause);
+  CHECK(pause->signaltype() == "stopTrain");
+  CHECK(pause->timeout() == 900);
+  REQUIRE(agent.report_stop_complete(0).code() == 0);
+  ::StressTestRankParams params;
+  REQUIRE(worker->Read(&params));
+  CHECK(params.stressparam_size() == 2);
+  CHECK(params.stressparam().at("3").ops_size() == 2);
+  auto paused = agent.next_signal(10s);
+  REQUIRE(paused);
+  CHECK(paused->signaltype() == "pauseStartAgent");
+  ::StressTestResult res;
+  res.set_jobid("e2e-job");
+  auto& r3 = (*(*res.mutable_stressresult())["3"].mutable_rankresult());
+  r3["0"].set_code("2");
+  r3["1"].set_code("0");
+  (*(*res.mutable_stressresult())["2"].mutable_rankresult())["0"].set_code("0");
+  ::Status resp;
+  grpc::ClientContext rctx;
+  REQUIRE(agent.stub().ReplyStressTestResult(&rctx, res, &resp).ok());
+  CHECK(resp.info() == "reply success");
+  auto resumed = agent.next_signal(10s);
+  REQUIRE(resumed);
+  CHECK(resumed->signaltype() == "continueStartAgent");
+  auto stop = agent.next_signal(10s);
+  REQUIRE(stop);
+  CHECK(stop->signaltype() == "stopTrain");
+  operator_thread.join();
+  CHECK(result.first == 1);
+  CHECK(result.second.find("stress test started") != std::string::npos);
+  CHECK(result.second.find("stress test find fault, isolate node:[n1]")
+        != std::string::npos);
+  auto [lrc, listed] = ctl(d.address, "nodes");
+  CHECK(lrc == 0);
+  CHECK(listed.find("n1") != std::string::npos);
+  CHECK(listed.find("UnHealthy") != std::string::npos);
+  auto [crc, cleared] = ctl(d.address, "nodes clear n1");
+  CHECK(crc == 0);
+  CHECK(cleared.find("node n1 cleared in job e2e-job") != std::string::npos);
+  CHECK(ctl(d.address, "nodes clear n1").first == 1);
+  auto [jrc, json] = ctl(d.address, "nodes --json");
+  CHECK(jrc == 0);
+  CHECK(json.find("n1") == std::string::npos);
+  wctx.TryCancel();
+  while (worker->Read(&params)) {
+  }
+  worker->Finish();
+  agent.stop();
+}

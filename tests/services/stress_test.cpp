@@ -436,3 +436,60 @@ TEST_CASE("stress O&M: concurrent StressTest calls start exactly one "
   fx.expect("stopTrain");
   CHECK_FALSE(fx.agent->next_signal(200ms).has_value());
 }
+
+TEST_CASE("B7/B8 for the O&M RPCs: an unknown job's replies answer 400 and "
+          "its four O&M streams end with not registed") {
+  flow_fixture fx;
+  auto& stub = fx.agent->stub();
+  ::Status resp;
+  {
+    ::StressTestResult req;
+    req.set_jobid("ghost");
+    grpc::ClientContext c;
+    REQUIRE(stub.ReplyStressTestResult(&c, req, &resp).ok());
+    CHECK(resp.code() == 400);
+    CHECK(resp.info() == "jobId=ghost not registed");
+  }
+  {
+    ::SwitchResult req;
+    req.set_jobid("ghost");
+    grpc::ClientContext c;
+    REQUIRE(stub.ReplySwitchNicResult(&c, req, &resp).ok());
+    CHECK(resp.code() == 400);
+  }
+  ::ClientInfo ghost;
+  ghost.set_jobid("ghost");
+  {
+    grpc::ClientContext c;
+    auto r = stub.SubscribeNotifyExecStressTest(&c, ghost);
+    ::StressTestRankParams x;
+    CHECK_FALSE(r->Read(&x));
+    auto st = r->Finish();
+    CHECK(st.error_message().find("not registed") != std::string::npos);
+  }
+  {
+    grpc::ClientContext c;
+    auto r = stub.SubscribeNotifySwitch(&c, ghost);
+    ::SwitchRankList x;
+    CHECK_FALSE(r->Read(&x));
+    CHECK(r->Finish().error_message().find("not registed") != std::string::npos);
+  }
+  {
+    ::StressTestRequest req;
+    req.set_jobid("ghost");
+    grpc::ClientContext c;
+    auto r = stub.SubscribeStressTestResponse(&c, req);
+    ::StressTestResponse x;
+    CHECK_FALSE(r->Read(&x));
+    CHECK(r->Finish().error_message() == "jobId=ghost not registed");
+  }
+  {
+    ::SwitchNicRequest req;
+    req.set_jobid("ghost");
+    grpc::ClientContext c;
+    auto r = stub.SubscribeSwitchNicSignal(&c, req);
+    ::SwitchNicResponse x;
+    CHECK_FALSE(r->Read(&x));
+    CHECK(r->Finish().error_message() == "jobId=ghost not registed");
+  }
+}

@@ -6,6 +6,8 @@
 // reached.
 
 #include <chrono>
+#include <cstdio>
+#include <ctime>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -190,6 +192,42 @@ int annotate(client& c, const std::string& id,
   return 0;
 }
 
+std::unique_ptr<::Recover::Stub> recover_stub(const options& opts) {
+  return ::Recover::NewStub(
+    grpc::CreateChannel(opts.server, grpc::InsecureChannelCredentials()));
+}
+
+std::unique_ptr<grpc::ClientContext> deadline_context(const options& opts) {
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  ctx->set_deadline(std::chrono::system_clock::now()
+                    + std::chrono::milliseconds(
+                      static_cast<int64_t>(std::stod(opts.timeout) * 1000)));
+  return ctx;
+}
+
+/// The last message of a stream or the status it failed with.
+struct followed {
+  std::string last;
+  grpc::Status status;
+  explicit operator bool() const { return status.ok(); }
+  const std::string& operator*() const { return last; }
+  const std::string* operator->() const { return &last; }
+  const grpc::Status& error() const { return status; }
+};
+
+// Prints an operator stream's messages until it ends.
+template <class Response>
+followed follow_operator(std::unique_ptr<grpc::ClientReader<Response>> reader) {
+  followed result;
+  Response msg;
+  while (reader->Read(&msg)) {
+    result.last = msg.msg();
+    std::cout << result.last << "\n" << std::flush;
+  }
+  result.status = reader->Finish();
+  return result;
+}
+
 // Starts a link switch and follows the operator stream to the outcome.
 int switch_nic(const options& opts, const std::string& id,
                const std::vector<std::string>& args) {
@@ -214,33 +252,127 @@ int switch_nic(const options& opts, const std::string& id,
   }
   if (req.nicops().empty())
     return fail(exit_usage, "nothing to switch: give NODE DEV=on|off ...");
-  auto stub = ::Recover::NewStub(
-    grpc::CreateChannel(opts.server, grpc::InsecureChannelCredentials()));
+  auto stub = recover_stub(opts);
   ::Status resp;
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now()
-                   + std::chrono::milliseconds(
-                     static_cast<int64_t>(std::stod(opts.timeout) * 1000)));
-  if (auto st = stub->SwitchNicTrack(&ctx, req, &resp); !st.ok())
+  auto ctx = deadline_context(opts);
+  if (auto st = stub->SwitchNicTrack(ctx.get(), req, &resp); !st.ok())
     return rpc_failed(st, opts.server);
   if (resp.code() != 0)
     return fail(exit_refused, "switch refused (" + std::to_string(resp.code())
                                 + "): " + resp.info());
   std::cout << "switch started: " << resp.info() << "\n" << std::flush;
-  // Follow the operator stream until the final message.
   ::SwitchNicRequest follow;
   follow.set_jobid(id);
   grpc::ClientContext fctx;
-  auto reader = stub->SubscribeSwitchNicSignal(&fctx, follow);
-  ::SwitchNicResponse msg;
-  std::string last;
-  while (reader->Read(&msg)) {
-    last = msg.msg();
-    std::cout << last << "\n" << std::flush;
+  auto last = follow_operator(stub->SubscribeSwitchNicSignal(&fctx, follow));
+  if (!last)
+    return rpc_failed(last.error(), opts.server);
+  return *last == "switch nic finish" ? 0 : exit_refused;
+}
+
+// Parses "aic,p2p" (or "0,1") into stress operation codes.
+bool parse_stress_ops(const std::string& text, ::StressOpList& out,
+                      std::string& error) {
+  std::stringstream in{text};
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (item == "aic" || item == "0")
+      out.add_ops(0);
+    else if (item == "p2p" || item == "1")
+      out.add_ops(1);
+    else if (!item.empty() && item.find_first_not_of("0123456789") == std::string::npos)
+      out.add_ops(std::stoll(item)); // recoverd says why it is refused
+    else {
+      error = "unknown stress operation \"" + item + "\" (aic, p2p, 0 or 1)";
+      return false;
+    }
   }
-  if (auto st = reader->Finish(); !st.ok())
+  if (out.ops().empty()) {
+    error = "no stress operations in \"" + text + "\"";
+    return false;
+  }
+  return true;
+}
+
+// Starts an online stress test and follows the operator stream to the
+// outcome.
+int stress_test(const options& opts, const std::string& id,
+                const std::string& all_nodes,
+                const std::vector<std::string>& per_node) {
+  ::StressTestParam req;
+  req.set_jobid(id);
+  std::string error;
+  if (!all_nodes.empty() && !per_node.empty())
+    return fail(exit_usage, "give either --all-nodes OPS or NODE=OPS ..., not both");
+  if (!all_nodes.empty()) {
+    ::StressOpList ops;
+    if (!parse_stress_ops(all_nodes, ops, error))
+      return fail(exit_usage, error);
+    *req.mutable_allnodesops() = ops.ops();
+  }
+  for (const auto& a : per_node) {
+    auto eq = a.find('=');
+    if (eq == std::string::npos || eq == 0)
+      return fail(exit_usage, "expected NODE=OPS, got \"" + a + "\"");
+    if (!parse_stress_ops(a.substr(eq + 1),
+                          (*req.mutable_stressparam())[a.substr(0, eq)], error))
+      return fail(exit_usage, error);
+  }
+  if (req.allnodesops().empty() && req.stressparam().empty())
+    return fail(exit_usage, "nothing to test: give --all-nodes OPS or NODE=OPS ...");
+  auto stub = recover_stub(opts);
+  ::Status resp;
+  auto ctx = deadline_context(opts);
+  if (auto st = stub->StressTest(ctx.get(), req, &resp); !st.ok())
     return rpc_failed(st, opts.server);
-  return last == "switch nic finish" ? 0 : exit_refused;
+  if (resp.code() != 0)
+    return fail(exit_refused, "stress test refused (" + std::to_string(resp.code())
+                                + "): " + resp.info());
+  std::cout << "stress test started: " << resp.info() << "\n" << std::flush;
+  ::StressTestRequest follow;
+  follow.set_jobid(id);
+  grpc::ClientContext fctx;
+  auto last = follow_operator(stub->SubscribeStressTestResponse(&fctx, follow));
+  if (!last)
+    return rpc_failed(last.error(), opts.server);
+  return last->rfind("stress test finish", 0) == 0 ? 0 : exit_refused;
+}
+
+// Lists the nodes stress tests found faulty.
+int nodes(client& c, bool json) {
+  pb::ListNodeHealthRequest req;
+  pb::ListNodeHealthResponse resp;
+  auto ctx = c.context();
+  if (auto st = c.stub().ListNodeHealth(ctx.get(), req, &resp); !st.ok())
+    return rpc_failed(st, c.server());
+  if (json) {
+    std::cout << to_json(resp);
+    return 0;
+  }
+  std::printf("%-24s %-36s %-10s %-24s %s\n", "NODE", "JOB", "STATUS", "SINCE",
+              "REASON");
+  for (const auto& n : resp.nodes()) {
+    auto since = static_cast<std::time_t>(n.sincems() / 1000);
+    char when[32];
+    std::strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&since));
+    std::printf("%-24s %-36s %-10s %-24s %s\n", n.node().c_str(),
+                n.jobid().c_str(), n.status().c_str(), when, n.reason().c_str());
+  }
+  return 0;
+}
+
+// Declares a node healthy again.
+int node_clear(client& c, const std::string& node, const std::string& job) {
+  pb::ClearNodeHealthRequest req;
+  req.set_node(node);
+  req.set_jobid(job);
+  pb::ClearNodeHealthResponse resp;
+  auto ctx = c.context();
+  if (auto st = c.stub().ClearNodeHealth(ctx.get(), req, &resp); !st.ok())
+    return rpc_failed(st, c.server());
+  for (const auto& j : resp.jobids())
+    std::cout << "node " << node << " cleared in job " << j << "\n";
+  return 0;
 }
 
 } // namespace
@@ -291,6 +423,28 @@ int main(int argc, char** argv) {
   sw->add_option("OPS", nic_args, "NODE, then DEV=on (to backup) or DEV=off")
     ->required();
 
+  std::string all_nodes;
+  std::vector<std::string> stress_args;
+  auto* stress = cli.add_subcommand(
+    "stress-test",
+    "online stress test: recoverctl stress-test JOB --all-nodes OPS | "
+    "NODE=OPS ...; OPS is a comma list of aic (0) and p2p (1); follows the "
+    "test to its outcome (exit 0 when it passed, 1 when it found a fault or "
+    "failed)");
+  stress->add_option("JOB", id, "job id")->required();
+  stress->add_option("--all-nodes", all_nodes, "operations for every node");
+  stress->add_option("NODES", stress_args, "NODE=OPS for chosen nodes");
+
+  std::string node;
+  std::string node_job;
+  auto* node_cmd = cli.add_subcommand(
+    "nodes", "nodes stress tests found faulty; 'nodes clear NODE' declares one "
+             "healthy again");
+  node_cmd->add_flag("--json", json, "print JSON instead of a table");
+  auto* clear = node_cmd->add_subcommand("clear", "clear a node's health record");
+  clear->add_option("NODE", node, "node name")->required();
+  clear->add_option("--job", node_job, "only in this job (default: every job)");
+
   try {
     cli.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -311,5 +465,11 @@ int main(int argc, char** argv) {
     return annotate(c, id, pairs);
   if (sw->parsed())
     return switch_nic(opts, id, nic_args);
+  if (stress->parsed())
+    return stress_test(opts, id, all_nodes, stress_args);
+  if (clear->parsed())
+    return node_clear(c, node, node_job);
+  if (node_cmd->parsed())
+    return nodes(c, json);
   return fail(exit_usage, "no command given; see --help");
 }
