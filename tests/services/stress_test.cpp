@@ -7,7 +7,10 @@
 #include <map>
 #include <thread>
 
+#include "actors/job_model.hpp"
 #include "fixtures/flow_fixture.hpp"
+#include "storage/event_codec.hpp"
+#include "storage/event_log.hpp"
 
 using namespace recoverd;
 using recoverd::test::flow_fixture;
@@ -313,6 +316,40 @@ TEST_CASE("B38: result code 2 isolates the node: node health recorded, the "
   CHECK(unhealthy_nodes(fx).empty());
   pb::ClearNodeHealthResponse again;
   CHECK(clear_node(fx, "node-1", &again).error_code() == grpc::StatusCode::NOT_FOUND);
+  MESSAGE("the audit trail: who asked what, when, and the outcome");
+  auto events = fx.daemon->log().read("job", 1, 1000);
+  REQUIRE(events);
+  bool started = false;
+  bool result_kept = false;
+  bool clearing = false;
+  for (const auto& e : *events) {
+    auto ev = storage::decode_event(e.bytes);
+    REQUIRE(ev);
+    const auto* f = std::get_if<flow_stepped>(&ev->body);
+    if (f == nullptr)
+      continue;
+    if (f->input == "startStressTest") {
+      started = true;
+      CHECK(f->who.rfind("ipv", 0) == 0);
+      CHECK(f->stress_params.size() == 8);
+      CHECK(ev->time_ms > 0);
+    }
+    if (f->report_kind == "stress") {
+      result_kept = true;
+      CHECK(f->stress_result.at("9").at("0").code == "2");
+      REQUIRE(f->om_messages.size() == 1);
+      CHECK(f->om_final);
+      CHECK(f->after.unhealthy_nodes.count("node-1") == 1);
+    }
+    if (f->input == "nodeHealthCleared") {
+      clearing = true;
+      CHECK(f->node == "node-1");
+      CHECK(f->who.rfind("ipv", 0) == 0);
+    }
+  }
+  CHECK(started);
+  CHECK(result_kept);
+  CHECK(clearing);
 }
 
 TEST_CASE("result codes 3 and 4 make the rank a fault; a fault reported by "
