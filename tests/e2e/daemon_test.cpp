@@ -247,7 +247,7 @@ TEST_CASE("e2e: SIGKILL in the middle of a recovery; the restarted daemon "
   // The agent library re-subscribes on its own.
   std::this_thread::sleep_for(500ms);
   auto ack = agent.report_stop_complete(0);
-  CHECK(ack.code() == 0);
+  CHECK_MESSAGE(ack.code() == 0, ack.info());
   CHECK(ack.info().find(stop->uuid()) != std::string::npos);
   auto global = agent.next_signal(5s);
   REQUIRE(global);

@@ -9,6 +9,9 @@ constexpr auto call_timeout = std::chrono::seconds(10);
 std::unique_ptr<grpc::ClientContext> context() {
   auto ctx = std::make_unique<grpc::ClientContext>();
   ctx->set_deadline(std::chrono::system_clock::now() + call_timeout);
+  // Across a daemon restart the channel is briefly down: wait for it (up to
+  // the deadline) instead of failing the report at once.
+  ctx->set_wait_for_ready(true);
   return ctx;
 }
 
