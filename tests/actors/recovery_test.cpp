@@ -826,3 +826,74 @@ TEST_CASE("fault center: while a stress test runs, its provoked codes on the "
   REQUIRE(fresh3.size() == 1);
   CHECK(fresh3[0].rank_id == "10");
 }
+
+TEST_CASE("O&M rows: every wait of a switch and a stress test has a deadline, "
+          "and its expiry ends the operation with a final operator message") {
+  struct expiry {
+    const char* state;
+    const char* then;
+    const char* message;
+  };
+  // Each operator-action state, in flow order, with where its deadline leads.
+  const std::vector<expiry> switch_waits = {
+    {st::notify_pause_train, st::notify_kill_job, "om failed, send signal failed"},
+    {st::wait_pause_complete, st::notify_kill_job, "pause train timeout"},
+    {st::notify_switch_nic, st::notify_kill_job,
+     "send switch nic signal failed, please check manually"},
+    {st::wait_switch_nic_finished, st::notify_stop_train,
+     "switch nic failed, report switch nic timeout"},
+    {st::notify_continue_train, st::notify_kill_job, "om failed, send signal failed"},
+    {st::wait_continue_train, st::notify_kill_job,
+     "switch nic failed, continue train timeout"},
+  };
+  const std::vector<expiry> stress_waits = {
+    {st::notify_pause_train, st::notify_kill_job, "om failed, send signal failed"},
+    {st::wait_pause_complete, st::notify_kill_job, "pause train timeout"},
+    {st::notify_stress_test, st::notify_kill_job,
+     "send stress test signal failed, please check manually"},
+    {st::wait_stress_test_finished, st::notify_stop_train,
+     "stress test failed, report stress test timeout"},
+    {st::notify_continue_train, st::notify_kill_job, "om failed, send signal failed"},
+    {st::wait_continue_train, st::notify_kill_job,
+     "stress test failed, continue train timeout"},
+  };
+  for (bool stress : {false, true}) {
+    const auto& waits = stress ? stress_waits : switch_waits;
+    for (size_t at = 0; at < waits.size(); ++at) {
+      CAPTURE(stress);
+      CAPTURE(waits[at].state);
+      machine m;
+      flow_input start;
+      if (stress) {
+        start = stress_on("n1", {0}, m.spec);
+      } else {
+        start.name = "startSwitchNic";
+        start.switch_ranks = {"11"};
+        start.switch_ops = {true};
+      }
+      m.feed(start);
+      // Walk the happy path up to the state under test.
+      for (size_t i = 0; i < at; ++i) {
+        if (m.rec.outbox)
+          m.deliver();
+        else if (m.rec.state == st::wait_pause_complete)
+          m.report("stop");
+        else if (m.rec.state == st::wait_switch_nic_finished)
+          m.report("switch");
+        else if (m.rec.state == st::wait_stress_test_finished)
+          stress_result(m, {{"9", {{"0", {"0", ""}}}}});
+      }
+      REQUIRE(m.rec.state == waits[at].state);
+      REQUIRE(m.rec.deadline_ms > m.now - 10);
+      flow_input expire;
+      expire.name = m.rec.deadline_event;
+      auto s = m.raw(expire);
+      REQUIRE_MESSAGE(s, (s ? "" : message_of(s.error())));
+      REQUIRE(s->path.size() >= 2);
+      CHECK(s->path[1] == waits[at].then);
+      CHECK(s->om_final);
+      REQUIRE_FALSE(s->om_messages.empty());
+      CHECK(s->om_messages.back() == waits[at].message);
+    }
+  }
+}
