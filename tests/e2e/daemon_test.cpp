@@ -502,3 +502,44 @@ TEST_CASE("e2e: recoverctl stress-test drives a stress test to its outcome; "
   worker->Finish();
   agent.stop();
 }
+
+// -- the simulator ----------------------------------------------------------------
+
+namespace {
+
+const std::string sim_bin = RECOVERD_SIM_BIN;
+
+} // namespace
+
+TEST_CASE("e2e: every recoverd-sim scenario ends as expected (small sizes, "
+          "its own daemon)") {
+  for (const char* scenario :
+       {"hardware-fault", "uce-retry", "network-fault", "fault-during-recovery",
+        "switch-nic", "stress-test", "daemon-restart"}) {
+    CAPTURE(scenario);
+    auto [rc, out] = run_command(sim_bin + " --spawn-daemon --daemon-bin "
+                                 + daemon_bin + " --jobs 2 --ranks 4 --scenario "
+                                 + scenario);
+    CHECK_MESSAGE(rc == 0, out);
+    CHECK(out.find(std::string{scenario} + " ") != std::string::npos);
+    CHECK(out.find("pass: 2/2 jobs as expected") != std::string::npos);
+    CHECK(out.find("timeline of the first job") != std::string::npos);
+  }
+}
+
+TEST_CASE("e2e: recoverd-sim against a running daemon; usage and "
+          "reachability exit codes") {
+  temp_dir dir;
+  running_daemon d{dir, "127.0.0.1:0",
+                   {"--fault-flush-wait", "0", "--resource-release-wait", "0"}};
+  auto [rc, out] = run_command(sim_bin + " --server " + d.address
+                               + " --jobs 3 --ranks 8 --pods 4 --scenario all --quiet");
+  CHECK_MESSAGE(rc == 0, out);
+  MESSAGE("the restart scenario needs a daemon of its own: skipped, not failed");
+  CHECK(out.find("daemon-restart") != std::string::npos);
+  CHECK(out.find("skipped") != std::string::npos);
+  CHECK(out.find("hardware-fault               3     3") != std::string::npos);
+  CHECK(run_command(sim_bin + " --scenario nope --server " + d.address).first == 2);
+  CHECK(run_command(sim_bin + " --jobs 1").first == 2);
+  CHECK(run_command(sim_bin + " --server 127.0.0.1:1 --scenario uce-retry").first == 3);
+}

@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <sstream>
 #include <limits.h>
 #include <unistd.h>
 
@@ -70,7 +71,8 @@ int main(int argc, char** argv) {
   std::string names;
   for (const auto& [name, fn] : scenarios())
     names += (names.empty() ? "" : ", ") + name;
-  cli.add_option("--scenario", opts.scenario, "one of: " + names + ", or all")
+  cli.add_option("--scenario", opts.scenario,
+                 "one of: " + names + ", a comma list of them, or all")
     ->capture_default_str();
   cli.add_option("--jobs", opts.jobs, "simulated jobs (N)")
     ->capture_default_str()
@@ -92,6 +94,9 @@ int main(int argc, char** argv) {
     ->capture_default_str()
     ->check(CLI::Range(1, 3600));
   cli.add_flag("--quiet", opts.quiet, "no timelines, only progress and summary");
+  cli.add_flag("--keep-jobs", opts.keep_jobs,
+               "leave the simulated jobs in recoverd afterwards (to inspect "
+               "them); by default they are deleted (their history stays)");
   try {
     cli.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -107,12 +112,23 @@ int main(int argc, char** argv) {
     return exit_usage;
   }
   std::vector<std::pair<std::string, scenario_fn>> chosen;
-  for (const auto& s : scenarios())
-    if (opts.scenario == "all" || opts.scenario == s.first)
-      chosen.push_back(s);
+  std::stringstream wanted{opts.scenario};
+  std::string name;
+  while (std::getline(wanted, name, ',')) {
+    bool known = false;
+    for (const auto& s : scenarios())
+      if (name == "all" || name == s.first) {
+        chosen.push_back(s);
+        known = true;
+      }
+    if (!known) {
+      std::cerr << "recoverd-sim: unknown scenario \"" << name
+                << "\" (one of: " << names << ", all)\n";
+      return exit_usage;
+    }
+  }
   if (chosen.empty()) {
-    std::cerr << "recoverd-sim: unknown scenario \"" << opts.scenario
-              << "\" (one of: " << names << ", all)\n";
+    std::cerr << "recoverd-sim: no scenario given\n";
     return exit_usage;
   }
 

@@ -53,7 +53,7 @@ void run_jobs(world& w, scenario_result& res, const std::string& name,
 std::string expect_outcome(world& w, sim_job& j, uint64_t flows,
                            const std::string& outcome) {
   pb::JobStatus s;
-  if (!w.wait_flows(j.id, flows, s))
+  if (!w.wait_flows(j.id, j.base_flows + flows, s))
     return "no outcome within " + std::to_string(w.opts().timeout_s)
            + " s (state " + s.recoverystate() + ")";
   j.note("outcome: " + s.lastoutcome());
@@ -154,7 +154,7 @@ void fault_during_recovery(world& w, scenario_result& res) {
         return err;
       std::this_thread::sleep_for(200ms);
       pb::JobStatus s;
-      if (w.status(j.id, s) && s.flows() != 1)
+      if (w.status(j.id, s) && s.flows() != j.base_flows + 1)
         return "the second fault started flow " + std::to_string(s.flows())
                + " instead of joining the first";
       std::lock_guard<std::mutex> guard{j.mtx};

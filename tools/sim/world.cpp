@@ -129,6 +129,7 @@ world::start_job(const std::string& scenario, int index,
     job->note("PutJob failed: " + st.error_message());
     return job;
   }
+  job->base_flows = resp.job().flows();
   int delay = 0;
   {
     std::lock_guard<std::mutex> guard{rng_mtx_};
@@ -183,6 +184,8 @@ world::start_job(const std::string& scenario, int index,
 void world::finish_job(sim_job& job) {
   if (job.pm)
     job.pm->stop();
+  if (opts_.keep_jobs)
+    return;
   pb::JobRef ref;
   ref.set_jobid(job.id);
   pb::DeleteJobResponse resp;

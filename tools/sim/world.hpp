@@ -39,6 +39,7 @@ struct options {
   int delay_ms = 20;
   int timeout_s = 120;
   bool quiet = false;
+  bool keep_jobs = false;
 };
 
 /// A recoverd started by the simulator on a free port with a temp data dir.
@@ -91,6 +92,9 @@ struct sim_job {
   /// The result code the stress-test callback reports for the first rank
   /// of the last pod.
   std::string stress_code = "0";
+  /// Flows the job had finished before the scenario (a kept job of an
+  /// earlier run).
+  uint64_t base_flows = 0;
 
   /// Adds a line to the story.
   void note(const std::string& text);
