@@ -543,3 +543,181 @@ TEST_CASE("e2e: recoverd-sim against a running daemon; usage and "
   CHECK(run_command(sim_bin + " --jobs 1").first == 2);
   CHECK(run_command(sim_bin + " --server 127.0.0.1:1 --scenario uce-retry").first == 3);
 }
+
+namespace {
+
+// Reads the last message of an operator stream (a late subscriber gets the
+// outcome of the last operation).
+std::string last_operator_message(::Recover::Stub& stub, bool stress) {
+  grpc::ClientContext c;
+  c.set_deadline(std::chrono::system_clock::now() + 10s);
+  std::string last;
+  if (stress) {
+    ::StressTestRequest req;
+    req.set_jobid("e2e-job");
+    auto r = stub.SubscribeStressTestResponse(&c, req);
+    ::StressTestResponse x;
+    while (r->Read(&x))
+      last = x.msg();
+    r->Finish();
+  } else {
+    ::SwitchNicRequest req;
+    req.set_jobid("e2e-job");
+    auto r = stub.SubscribeSwitchNicSignal(&c, req);
+    ::SwitchNicResponse x;
+    while (r->Read(&x))
+      last = x.msg();
+    r->Finish();
+  }
+  return last;
+}
+
+/// Drives one link switch or stress test through the real daemon and
+/// SIGKILLs it once when the job reaches `kill_at`; the restarted daemon
+/// must finish the operation.
+void om_crash_at(bool stress, const std::string& kill_at) {
+  CAPTURE(stress);
+  CAPTURE(kill_at);
+  temp_dir dir;
+  {
+    std::ofstream f{dir / "job.json"};
+    f << job_file;
+  }
+  auto d = std::make_unique<running_daemon>(dir);
+  auto address = d->address;
+  REQUIRE(ctl(address, "job put " + (dir / "job.json")).first == 0);
+  recoverd::agent::client agent{address, "e2e-job"};
+  REQUIRE(agent.init_clusterd().code() == 0);
+  auto state = [&] {
+    auto [rc, got] = ctl(address, "job get e2e-job");
+    auto key = std::string{"\"recoveryState\": \""};
+    auto at = got.find(key);
+    if (rc != 0 || at == std::string::npos)
+      return std::string{};
+    at += key.size();
+    return got.substr(at, got.find('"', at) - at);
+  };
+  auto crash_if = [&](const std::string& here) {
+    if (here != kill_at)
+      return;
+    for (int i = 0; i < 100 && state() != kill_at; ++i)
+      std::this_thread::sleep_for(20ms);
+    REQUIRE(state() == kill_at);
+    d->proc->kill(SIGKILL);
+    REQUIRE(d->proc->wait() == 128 + SIGKILL);
+    d = std::make_unique<running_daemon>(dir, address);
+  };
+  agent.start_subscribe();
+  std::this_thread::sleep_for(300ms);
+  // The worker stream: (re)opened on demand.
+  ::ClientInfo who;
+  who.set_jobid("e2e-job");
+  std::unique_ptr<grpc::ClientContext> wctx;
+  auto open_worker = [&] { wctx = std::make_unique<grpc::ClientContext>(); };
+  std::unique_ptr<grpc::ClientReader<::SwitchRankList>> switch_worker;
+  std::unique_ptr<grpc::ClientReader<::StressTestRankParams>> stress_worker;
+  auto subscribe_worker = [&] {
+    open_worker();
+    wctx->set_deadline(std::chrono::system_clock::now() + 20s);
+    wctx->set_wait_for_ready(true); // the daemon may just have restarted
+    if (stress)
+      stress_worker = agent.stub().SubscribeNotifyExecStressTest(wctx.get(), who);
+    else
+      switch_worker = agent.stub().SubscribeNotifySwitch(wctx.get(), who);
+  };
+  bool worker_first = kill_at != "NotifySwitchNicState"
+                      && kill_at != "NotifyStressTestState";
+  if (worker_first) {
+    subscribe_worker();
+    std::this_thread::sleep_for(200ms);
+  }
+  {
+    ::Status started;
+    grpc::ClientContext sctx;
+    sctx.set_deadline(std::chrono::system_clock::now() + 10s);
+    if (stress) {
+      ::StressTestParam req;
+      req.set_jobid("e2e-job");
+      req.add_allnodesops(0);
+      REQUIRE(agent.stub().StressTest(&sctx, req, &started).ok());
+    } else {
+      ::SwitchNics req;
+      req.set_jobid("e2e-job");
+      auto& ops = (*req.mutable_nicops())["n1"];
+      ops.add_dev("1");
+      ops.add_op(true);
+      REQUIRE(agent.stub().SwitchNicTrack(&sctx, req, &started).ok());
+    }
+    REQUIRE_MESSAGE(started.code() == 0, started.info());
+  }
+  auto pause = agent.next_signal(10s);
+  REQUIRE(pause);
+  REQUIRE(pause->signaltype() == "stopTrain");
+  crash_if("WaitReportPauseCompleteState");
+  REQUIRE(agent.report_stop_complete(0).code() == 0);
+  crash_if(stress ? "NotifyStressTestState" : "NotifySwitchNicState");
+  if (!worker_first || kill_at == "WaitReportPauseCompleteState")
+    subscribe_worker();
+  if (stress) {
+    ::StressTestRankParams params;
+    REQUIRE(stress_worker->Read(&params));
+    CHECK(params.stressparam_size() == 4);
+  } else {
+    ::SwitchRankList list;
+    REQUIRE(switch_worker->Read(&list));
+    CHECK(list.rankid(0) == "3");
+  }
+  crash_if(stress ? "WaitStressTestFinishedState" : "WaitSwitchNicFinishedState");
+  if (kill_at == "NotifyContinueTrainState")
+    agent.stop(); // the continue signal waits in the outbox
+  ::Status resp;
+  grpc::ClientContext rctx;
+  rctx.set_wait_for_ready(true);
+  rctx.set_deadline(std::chrono::system_clock::now() + 10s);
+  if (stress) {
+    ::StressTestResult res;
+    res.set_jobid("e2e-job");
+    (*(*res.mutable_stressresult())["3"].mutable_rankresult())["0"].set_code("0");
+    REQUIRE(agent.stub().ReplyStressTestResult(&rctx, res, &resp).ok());
+  } else {
+    ::SwitchResult res;
+    res.set_jobid("e2e-job");
+    res.set_result(true);
+    REQUIRE(agent.stub().ReplySwitchNicResult(&rctx, res, &resp).ok());
+  }
+  CHECK(resp.code() == 0);
+  crash_if("NotifyContinueTrainState");
+  if (kill_at == "NotifyContinueTrainState")
+    agent.start_subscribe();
+  std::string type;
+  std::optional<::ProcessManageSignal> cont;
+  while ((cont = agent.next_signal(10s)) && cont->changestrategy() != "continue") {
+  }
+  REQUIRE(cont);
+  if (!stress)
+    CHECK(cont->uuid() == pause->uuid());
+  crash_if("WaitContinueTrainState");
+  REQUIRE(agent.report_recover_status(0, "continue").code() == 0);
+  auto [rc, got] = ctl(address, "job get e2e-job");
+  CHECK(got.find("\"recoveryState\": \"INIT\"") != std::string::npos);
+  CHECK(got.find("\"lastOutcome\": \"recovered\"") != std::string::npos);
+  CHECK(got.find("\"flows\": \"1\"") != std::string::npos);
+  auto last = last_operator_message(agent.stub(), stress);
+  CHECK(last.rfind(stress ? "stress test finish" : "switch nic finish", 0) == 0);
+  if (wctx)
+    wctx->TryCancel();
+  agent.stop();
+}
+
+} // namespace
+
+TEST_CASE("e2e crash test: SIGKILL once at each state of a link switch and "
+          "of a stress test") {
+  for (bool stress : {false, true})
+    for (const char* at :
+         {"WaitReportPauseCompleteState",
+          stress ? "NotifyStressTestState" : "NotifySwitchNicState",
+          stress ? "WaitStressTestFinishedState" : "WaitSwitchNicFinishedState",
+          "NotifyContinueTrainState", "WaitContinueTrainState"})
+      om_crash_at(stress, at);
+}
