@@ -1,7 +1,8 @@
 // recovery_bench: (1) fault -> stopTrain latency with many subscribed jobs on
 // loopback and every configured wait at 0; (2) full recovery cycles per
-// second across concurrent jobs, compared with the same number of plain
-// unary gRPC round trips to a trivial server in the same run (design §7).
+// second across concurrent jobs and (3) durable report RPCs per second, each
+// compared with the same number of plain unary gRPC round trips to a trivial
+// server in the same run (design §7).
 
 #include <algorithm>
 #include <atomic>
@@ -95,6 +96,45 @@ double percentile(std::vector<double> xs, double p) {
   return xs[i];
 }
 
+// Unary round trips per second to a trivial gRPC server: `trips` calls from
+// `concurrency` threads, one channel each.
+double echo_round_trips_per_second(size_t trips, size_t concurrency) {
+  echo_service echo;
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                           &port);
+  builder.RegisterService(&echo);
+  auto server = builder.BuildAndStart();
+  std::atomic<size_t> left{trips};
+  std::vector<std::unique_ptr<::Recover::Stub>> stubs;
+  for (size_t t = 0; t < concurrency; ++t)
+    stubs.push_back(::Recover::NewStub(grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials())));
+  std::vector<std::thread> threads;
+  auto b0 = clock_type::now();
+  for (size_t t = 0; t < concurrency; ++t)
+    threads.emplace_back([&, t] {
+      ::ClientInfo who;
+      who.set_jobid("x");
+      for (;;) {
+        auto n = left.fetch_sub(1);
+        if (n == 0 || n > trips) {
+          left = 0;
+          return;
+        }
+        ::Status resp;
+        grpc::ClientContext c;
+        stubs[t]->HealthCheck(&c, who, &resp);
+      }
+    });
+  for (auto& th : threads)
+    th.join();
+  auto secs = std::chrono::duration<double>(clock_type::now() - b0).count();
+  server->Shutdown();
+  return static_cast<double>(trips) / secs;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -102,10 +142,20 @@ int main(int argc, char** argv) {
   size_t samples = 300;
   size_t concurrency = 32;
   size_t cycles_per_job = 20;
+  size_t reports_per_job = 100;
+  size_t report_concurrency = 128;
+  bool no_sync = false;
   CLI::App cli{"recovery_bench: fault->stop latency and recovery cycles/s"};
   cli.add_option("--jobs", jobs, "subscribed jobs")->capture_default_str();
   cli.add_option("--samples", samples, "latency samples")->capture_default_str();
   cli.add_option("--concurrency", concurrency, "jobs cycling at once")
+    ->capture_default_str();
+  cli.add_option("--reports", reports_per_job, "durable reports per job")
+    ->capture_default_str();
+  cli.add_flag("--sync-batch", no_sync,
+               "journal --sync batch instead of always (shows the CPU bound)");
+  cli.add_option("--report-concurrency", report_concurrency,
+                 "jobs reporting at once (and baseline client threads)")
     ->capture_default_str();
   cli.add_option("--cycles", cycles_per_job, "cycles per cycling job")
     ->capture_default_str();
@@ -116,6 +166,8 @@ int main(int argc, char** argv) {
   app_options opts;
   opts.listen = "127.0.0.1:0";
   opts.data_dir = dir.string();
+  if (no_sync)
+    opts.journal.sync = sync_policy::batch;
   opts.registry.job.waits = timeouts{};
   auto& w = opts.registry.job.waits;
   w.fault_flush = w.resource_release = w.hccl_convergence = w.restart_all
@@ -208,40 +260,8 @@ int main(int argc, char** argv) {
   auto cycles = static_cast<double>(done.load());
   // Baseline: the same number of unary round trips (4 per cycle) to a
   // trivial server, with the same concurrency.
-  echo_service echo;
-  grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
-                           &port);
-  builder.RegisterService(&echo);
-  auto server = builder.BuildAndStart();
   auto trips = done.load() * 4;
-  std::atomic<size_t> left{trips};
-  std::vector<std::unique_ptr<::Recover::Stub>> stubs;
-  for (size_t t = 0; t < concurrency; ++t)
-    stubs.push_back(::Recover::NewStub(grpc::CreateChannel(
-      "127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials())));
-  threads.clear();
-  auto b0 = clock_type::now();
-  for (size_t t = 0; t < concurrency; ++t)
-    threads.emplace_back([&, t] {
-      ::ClientInfo who;
-      who.set_jobid("x");
-      for (;;) {
-        auto n = left.fetch_sub(1);
-        if (n == 0 || n > trips) {
-          left = 0;
-          return;
-        }
-        ::Status resp;
-        grpc::ClientContext c;
-        stubs[t]->HealthCheck(&c, who, &resp);
-      }
-    });
-  for (auto& th : threads)
-    th.join();
-  auto bsecs = std::chrono::duration<double>(clock_type::now() - b0).count();
-  server->Shutdown();
+  auto echo_rate = echo_round_trips_per_second(trips, concurrency);
   std::printf("full recovery cycles (fault, stop, global fault, strategy, "
               "recover, success; 4 RPCs + 3 signals + 7 durable events each), "
               "%zu jobs cycling at once: %.0f cycles/s\n",
@@ -249,10 +269,51 @@ int main(int argc, char** argv) {
   std::printf("baseline: the same %zu unary round trips to a trivial gRPC "
               "server, same concurrency: %.0f round trips/s = %.0f "
               "cycle-equivalents/s\n",
-              trips, static_cast<double>(trips) / bsecs,
-              static_cast<double>(trips) / 4 / bsecs);
+              trips, echo_rate, echo_rate / 4);
   std::printf("ratio recoverd cycles / baseline cycle-equivalents: %.2f\n",
-              (cycles / secs) / (static_cast<double>(trips) / 4 / bsecs));
+              (cycles / secs) / (echo_rate / 4));
+  std::fflush(stdout);
+
+  // Durable reports per second: every job waits for its strategy report, so
+  // each ReportProcessFault joins the running flow as one durable event.
+  for (size_t t = 0; t < report_concurrency && t < jobs; ++t) {
+    auto& a = *agents[t];
+    if (a.report_process_fault({{"8", "1"}}).code() != 0 || !expect(a, "stopTrain")
+        || a.report_stop_complete(0).code() != 0 || !expect(a, "globalFault"))
+      return 1;
+  }
+  std::atomic<size_t> reported{0};
+  threads.clear();
+  auto r0 = clock_type::now();
+  for (size_t t = 0; t < report_concurrency && t < jobs; ++t)
+    threads.emplace_back([&, t] {
+      for (size_t n = 0; n < reports_per_job; ++n) {
+        auto rank = std::to_string(n % 16);
+        if (agents[t]->report_process_fault({{rank, "1"}}).code() != 0) {
+          failed = true;
+          return;
+        }
+        ++reported;
+      }
+    });
+  for (auto& th : threads)
+    th.join();
+  auto rsecs = std::chrono::duration<double>(clock_type::now() - r0).count();
+  if (failed) {
+    std::fprintf(stderr, "recovery_bench: a report failed\n");
+    return 1;
+  }
+  auto report_rate = static_cast<double>(reported.load()) / rsecs;
+  auto report_echo = echo_round_trips_per_second(reported.load(), std::min(report_concurrency, jobs));
+  std::printf("durable report RPCs (ReportProcessFault joining a running flow: "
+              "one fsync'd event each), %zu jobs at once: %.0f reports/s\n",
+              std::min(report_concurrency, jobs), report_rate);
+  std::printf("baseline: %zu unary round trips to a trivial gRPC server, same "
+              "concurrency: %.0f round trips/s\n",
+              reported.load(), report_echo);
+  std::printf("ratio recoverd reports / baseline (design target >= 0.50): "
+              "%.2f\n",
+              report_rate / report_echo);
   agents.clear();
   (*daemon)->stop();
   std::filesystem::remove_all(dir);
