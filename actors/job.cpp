@@ -324,6 +324,37 @@ caf::result<T> handle(self_ptr self, command cmd, Reply reply) {
   return handle<T>(self, std::move(cmd), std::move(reply), [] {});
 }
 
+// Starts an operator action: validation and start are one step of this
+// actor, so no other request can slip in between (reference §15.7).
+template <class Validate>
+caf::result<biz_status> start_om(self_ptr self, flow_input in, Validate validate) {
+  auto& st = self->state;
+  if (!st.model.exists)
+    return biz_status{413, "job:" + st.model.spec.job_id + " not exist"};
+  auto verdict = validate(st, in);
+  if (verdict.code != 0)
+    return verdict;
+  auto rp = self->make_response_promise<biz_status>();
+  feed(
+    self, std::move(in), [=]() mutable { rp.deliver(verdict); },
+    [=](caf::error& err) mutable { rp.deliver(err); });
+  return rp;
+}
+
+// A worker stream (SubscribeNotifySwitch / SubscribeNotifyExecStressTest)
+// joins; a list waiting for one goes out at once.
+template <class Sinks, class Sink>
+caf::result<ok_atom> add_worker(self_ptr self, Sinks& sinks, Sink sink) {
+  const auto& m = self->state.model;
+  if (!m.exists || !m.registered)
+    return make_error(errc::not_registered,
+                      "jobId=" + m.spec.job_id
+                        + " not registed, please wait agent register");
+  sinks.push_back(std::move(sink));
+  deliver_outbox(self);
+  return ok_atom::value;
+}
+
 void arm_keepalive(self_ptr self) {
   self->delayed_send(self, self->state.cfg.waits.keepalive,
                      keepalive_atom::value, self->state.live_generation);
@@ -523,65 +554,30 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
     },
     [=](switch_atom, std::vector<nic_op>& ops,
         std::string& who) -> caf::result<biz_status> {
-      auto& st = self->state;
-      if (!st.model.exists)
-        return biz_status{413, "job:" + st.model.spec.job_id + " not exist"};
       flow_input in;
       in.name = "startSwitchNic";
       in.who = who;
-      // Check and start are one step of this actor: no window in between.
-      auto verdict = validate_switch(st.model.rec, st.model.spec,
-                                     st.model.registered,
-                                     st.subscriber != nullptr, ops,
-                                     in.switch_ranks, in.switch_ops);
-      if (verdict.code != 0)
-        return verdict;
-      auto rp = self->make_response_promise<biz_status>();
-      feed(
-        self, std::move(in), [=]() mutable { rp.deliver(verdict); },
-        [=](caf::error& err) mutable { rp.deliver(err); });
-      return rp;
+      return start_om(self, std::move(in), [&](const job_state& st, flow_input& x) {
+        return validate_switch(st.model.rec, st.model.spec, st.model.registered,
+                               st.subscriber != nullptr, ops, x.switch_ranks,
+                               x.switch_ops);
+      });
     },
     [=](stress_atom, stress_request& req,
         std::string& who) -> caf::result<biz_status> {
-      auto& st = self->state;
-      if (!st.model.exists)
-        return biz_status{413, "job:" + st.model.spec.job_id + " not exist"};
       flow_input in;
       in.name = "startStressTest";
       in.who = who;
-      // Check and start are one step of this actor: no window in between.
-      auto verdict = validate_stress(st.model.rec, st.model.spec,
-                                     st.model.registered,
-                                     st.subscriber != nullptr, req,
-                                     in.stress_params);
-      if (verdict.code != 0)
-        return verdict;
-      auto rp = self->make_response_promise<biz_status>();
-      feed(
-        self, std::move(in), [=]() mutable { rp.deliver(verdict); },
-        [=](caf::error& err) mutable { rp.deliver(err); });
-      return rp;
+      return start_om(self, std::move(in), [&](const job_state& st, flow_input& x) {
+        return validate_stress(st.model.rec, st.model.spec, st.model.registered,
+                               st.subscriber != nullptr, req, x.stress_params);
+      });
     },
     [=](worker_atom, switch_sink_ptr& sink) -> caf::result<ok_atom> {
-      auto& st = self->state;
-      if (!st.model.exists || !st.model.registered)
-        return make_error(errc::not_registered,
-                          "jobId=" + st.model.spec.job_id
-                            + " not registed, please wait agent register");
-      st.switch_workers.push_back(std::move(sink));
-      deliver_outbox(self);
-      return ok_atom::value;
+      return add_worker(self, self->state.switch_workers, std::move(sink));
     },
     [=](worker_atom, stress_sink_ptr& sink) -> caf::result<ok_atom> {
-      auto& st = self->state;
-      if (!st.model.exists || !st.model.registered)
-        return make_error(errc::not_registered,
-                          "jobId=" + st.model.spec.job_id
-                            + " not registed, please wait agent register");
-      st.stress_workers.push_back(std::move(sink));
-      deliver_outbox(self);
-      return ok_atom::value;
+      return add_worker(self, self->state.stress_workers, std::move(sink));
     },
     [=](om_atom, std::string& kind, om_sink_ptr& sink) -> caf::result<ok_atom> {
       auto& st = self->state;
