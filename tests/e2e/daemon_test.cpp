@@ -44,7 +44,7 @@ struct running_daemon {
                  std::vector<std::string> extra = {}) {
     std::vector<std::string> args{"--listen", listen, "--data-dir",
                                   dir / "data", "--keepalive-interval",
-                                  "200ms"};
+                                  "200ms", "--http-listen", "127.0.0.1:0"};
     args.insert(args.end(), extra.begin(), extra.end());
     proc = std::make_unique<child_process>(daemon_bin, args,
                                            dir / "daemon.log");
