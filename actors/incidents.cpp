@@ -47,9 +47,10 @@ int32_t ranks_of(const job_spec& spec) {
 
 std::string describe_step(const flow_stepped& x) {
   std::string result = x.input;
-  if (!x.report_kind.empty()) {
+  // "process" only marks a ReportProcessFault; its faults follow below.
+  if (!x.report_kind.empty() && x.report_kind != "process") {
     result += " " + x.report_kind;
-    if (x.report_kind != "strategy" && x.report_kind != "process")
+    if (x.report_kind != "strategy")
       result += " (code " + std::to_string(x.report.code)
                 + (x.report.strategy.empty() ? "" : " " + x.report.strategy)
                 + ")";
