@@ -70,6 +70,15 @@ std::pair<int, std::string> ctl(const std::string& server,
   return resp;
 }
 
+// After a daemon restart on the same port, the agent's channel may be in
+// reconnect backoff (its re-subscription ran into the dead port) and fail
+// calls at once for about a second: wait until it reaches the new daemon.
+// Init of an inited job is idempotent and writes nothing.
+void wait_reachable(recoverd::agent::client& agent) {
+  for (int i = 0; i < 500 && agent.init().code() != 0; ++i)
+    std::this_thread::sleep_for(10ms);
+}
+
 // Subscribes for `job` and returns the first signal's type.
 std::string first_signal(::Recover::Stub& stub, const std::string& job) {
   ::ClientInfo who;
@@ -245,7 +254,8 @@ TEST_CASE("e2e: SIGKILL in the middle of a recovery; the restarted daemon "
   CHECK(d->proc->wait() == 128 + SIGKILL);
   d = std::make_unique<running_daemon>(dir, address, fast);
   // The agent library re-subscribes on its own.
-  std::this_thread::sleep_for(500ms);
+  wait_reachable(agent);
+  std::this_thread::sleep_for(200ms);
   auto ack = agent.report_stop_complete(0);
   CHECK(ack.code() == 0);
   CHECK(ack.info().find(stop->uuid()) != std::string::npos);
@@ -308,6 +318,7 @@ void crash_at(const std::string& kill_at) {
     d->proc->kill(SIGKILL);
     REQUIRE(d->proc->wait() == 128 + SIGKILL);
     d = std::make_unique<running_daemon>(dir, address, waits);
+    wait_reachable(agent);
   };
   if (kill_at != "NotifyStopTrainState") {
     agent.start_subscribe();
