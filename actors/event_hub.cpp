@@ -7,15 +7,6 @@
 
 namespace recoverd {
 
-void journal_histograms::observe(uint64_t events, uint64_t micros) {
-  auto bucket = [](const auto& bounds, uint64_t x) {
-    auto i = std::lower_bound(std::begin(bounds), std::end(bounds), x);
-    return static_cast<size_t>(i - std::begin(bounds));
-  };
-  ++batches[bucket(batch_bounds, events)];
-  ++writes[bucket(write_bounds, micros)];
-}
-
 event_hub_actor::behavior_type
 event_hub(event_hub_actor::stateful_pointer<event_hub_state> self) {
   return {

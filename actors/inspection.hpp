@@ -38,7 +38,9 @@ struct live_streams {
 
 /// A live job as its actor sees it: the fold of its events plus its streams.
 struct job_inspection {
+  /// The fold of the job's events.
   job_model model;
+  /// Its open streams.
   live_streams live;
 };
 

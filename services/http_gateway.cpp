@@ -40,6 +40,9 @@ constexpr auto watch_heartbeat = std::chrono::seconds(1);
 // Request threads: each open watch holds one.
 constexpr size_t http_threads = 16;
 
+// Open watches at most, so that some threads stay free for requests.
+constexpr size_t max_watches = http_threads - 4;
+
 /// A watch's buffer between the event hub (producer, an actor thread) and
 /// the HTTP request thread (consumer). Bounded: when it is full the watch
 /// ends with RESOURCE_EXHAUSTED, like a gRPC stream.
@@ -260,7 +263,24 @@ struct http_gateway::impl {
     res.set_content(convert::to_json(*resp, pretty(req)), "application/json");
   }
 
+  // Forgets watches that ended; returns how many are open.
+  size_t open_watches() {
+    std::lock_guard<std::mutex> guard{watches_mtx};
+    watches.erase(std::remove_if(watches.begin(), watches.end(),
+                                 [](const auto& w) {
+                                   auto sink = w.lock();
+                                   return !sink || sink->closed();
+                                 }),
+                  watches.end());
+    return watches.size();
+  }
+
   void watch(const httplib::Request& req, httplib::Response& res) {
+    if (open_watches() >= max_watches)
+      return send_error(res, {grpc::StatusCode::RESOURCE_EXHAUSTED,
+                              "too many open watches over HTTP (at most "
+                                + std::to_string(max_watches)
+                                + "); use gRPC WatchEvents"});
     pi::WatchEventsRequest r;
     r.set_jobid(req.get_param_value("job"));
     auto sink = std::make_shared<queue_sink>(buffer);
@@ -278,9 +298,6 @@ struct http_gateway::impl {
       return send_error(res, st);
     {
       std::lock_guard<std::mutex> guard{watches_mtx};
-      watches.erase(std::remove_if(watches.begin(), watches.end(),
-                                   [](const auto& w) { return w.expired(); }),
-                    watches.end());
       watches.push_back(sink);
     }
     res.set_header("Cache-Control", "no-cache");

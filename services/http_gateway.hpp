@@ -14,6 +14,7 @@
 ///                                                   RFC 3339)
 ///   GET /api/v1/watch[?job=ID]                      WatchEvents as
 ///                                                   server-sent events
+///                                                   (at most 12 at once)
 ///   GET /metrics                                    Prometheus text
 ///
 /// Errors are JSON `{"error": {"code": 404, "status": "NOT_FOUND",
