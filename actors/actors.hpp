@@ -3,6 +3,9 @@
 /// The actor graph of recoverd: every typed actor interface in one place.
 ///
 ///   services ──► job_registry ──► job (one per job) ──► journal ──► event_log
+///                                                          │ durable events
+///   services ──► inspector (reads the log, asks the registry)  ▼
+///   services ──► event_hub (live watchers) ◄─────────────── journal
 
 #include <cstdint>
 #include <string>
@@ -17,6 +20,7 @@
 #include <caf/typed_response_promise.hpp>
 
 #include "actors/atoms.hpp"
+#include "actors/inspection.hpp"
 #include "actors/recovery.hpp"
 #include "actors/sink.hpp"
 #include "actors/types.hpp"
@@ -31,12 +35,13 @@ struct journal_stats {
   uint64_t write_micros = 0;   ///< Total time in writes (incl. sync).
   uint64_t last_position = 0;  ///< Global position of the last event.
   std::string failure;         ///< Why appends are refused; empty if healthy.
+  journal_histograms hist;     ///< Batch sizes and write latencies.
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, journal_stats& x) {
   return f(caf::meta::type_name("journal_stats"), x.batches, x.records,
-           x.max_batch, x.write_micros, x.last_position, x.failure);
+           x.max_batch, x.write_micros, x.last_position, x.failure, x.hist);
 }
 
 template <class Inspector>
@@ -62,6 +67,19 @@ typename Inspector::result_type inspect(Inspector& f, nic_op& x) {
   return f(caf::meta::type_name("nic_op"), x.node, x.device, x.to_backup);
 }
 
+/// The EVENT HUB: hands every durable event to the live watchers
+/// (Inspect.WatchEvents) of its job or of every job. A watcher whose buffer
+/// overflows is dropped (its stream ends with RESOURCE_EXHAUSTED).
+using event_hub_actor = caf::typed_actor<
+  // Events just made durable, in global order (from the journal).
+  caf::reacts_to<publish_atom, std::vector<published_event>>,
+  // Adds a watcher of one job ("" = every job).
+  caf::replies_to<watch_atom, std::string, event_sink_ptr>::with<ok_atom>,
+  // Reports counters.
+  caf::replies_to<status_atom>::with<hub_stats>,
+  // Ends every watcher (daemon shutdown).
+  caf::replies_to<shutdown_atom>::with<ok_atom>>;
+
 /// The JOURNAL: the only writer of the event log. Batches appends from all
 /// jobs into one write (group commit) and replies once they are durable.
 using journal_actor = caf::typed_actor<
@@ -73,6 +91,8 @@ using journal_actor = caf::typed_actor<
   caf::replies_to<flush_atom>::with<ok_atom>,
   // Reports counters.
   caf::replies_to<status_atom>::with<journal_stats>,
+  // From now on, hands every durable event to this hub.
+  caf::replies_to<watch_atom, event_hub_actor>::with<ok_atom>,
   // Writes what is pending (self-sent).
   caf::reacts_to<commit_atom>,
   // Periodic WAL sync under the batch policy (self-sent).
@@ -89,6 +109,8 @@ using job_actor = caf::typed_actor<
   caf::replies_to<get_atom>::with<job_status>,
   // One line of ListJobs.
   caf::replies_to<get_atom, summary_atom>::with<job_summary>,
+  // Inspect: the folded state and the open streams.
+  caf::replies_to<get_atom, inspect_atom>::with<job_inspection>,
   // SetAnnotations (set, remove, by).
   caf::replies_to<annotate_atom, string_map, std::vector<std::string>,
                   std::string>::with<annotations_view>,
@@ -137,6 +159,9 @@ using job_registry_actor = caf::typed_actor<
   caf::replies_to<get_atom, std::string>::with<job_status>,
   // ListJobs, filtered by namespace ("" = all), ordered by job id.
   caf::replies_to<list_atom, std::string>::with<std::vector<job_summary>>,
+  // Inspect: one live job, or every live job (unordered).
+  caf::replies_to<inspect_atom, std::string>::with<job_inspection>,
+  caf::replies_to<inspect_atom, list_atom>::with<std::vector<job_inspection>>,
   caf::replies_to<annotate_atom, std::string, string_map,
                   std::vector<std::string>, std::string>::with<annotations_view>,
   caf::replies_to<get_atom, annots_atom, std::string>::with<annotations_view>,
@@ -162,6 +187,24 @@ using job_registry_actor = caf::typed_actor<
                   std::string>::with<std::vector<std::string>>,
   // Ends every stream of every job (daemon shutdown).
   caf::replies_to<shutdown_atom>::with<ok_atom>>;
+
+/// The INSPECTOR: read-only views for Inspect, HTTP and /metrics. Reads the
+/// event log (run it detached: reads block) and asks the registry for what
+/// only live jobs know. Never changes a job.
+using inspector_actor = caf::typed_actor<
+  // ListJobs, filtered by namespace ("" = all), ordered by job id.
+  caf::replies_to<list_atom, std::string>::with<std::vector<job_view>>,
+  // GetJob.
+  caf::replies_to<get_atom, std::string>::with<job_view>,
+  // ListEvents: job, first seq, most events.
+  caf::replies_to<events_atom, std::string, uint64_t,
+                  uint32_t>::with<event_page>,
+  // ListIncidents.
+  caf::replies_to<incidents_atom, std::string>::with<incident_list>,
+  // GetJobAt.
+  caf::replies_to<at_atom, std::string, history_point>::with<job_at>,
+  // The figures of /metrics.
+  caf::replies_to<metrics_atom>::with<cluster_stats>>;
 
 } // namespace recoverd
 

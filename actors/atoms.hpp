@@ -25,6 +25,18 @@ using delete_atom = caf::atom_constant<caf::atom("delete")>;
 using list_atom = caf::atom_constant<caf::atom("list")>;
 /// A job's summary line.
 using summary_atom = caf::atom_constant<caf::atom("summary")>;
+/// Inspection: a job's full view, or every job's.
+using inspect_atom = caf::atom_constant<caf::atom("inspect")>;
+/// Inspection: a page of a job's events.
+using events_atom = caf::atom_constant<caf::atom("events")>;
+/// Inspection: a job's incidents.
+using incidents_atom = caf::atom_constant<caf::atom("incidents")>;
+/// Inspection: a job's state at a past point.
+using at_atom = caf::atom_constant<caf::atom("at")>;
+/// Hand durable events to the event hub.
+using publish_atom = caf::atom_constant<caf::atom("publish")>;
+/// Inspection: the figures /metrics reports.
+using metrics_atom = caf::atom_constant<caf::atom("metrics")>;
 /// Change annotations.
 using annotate_atom = caf::atom_constant<caf::atom("annotate")>;
 /// A job's annotations.

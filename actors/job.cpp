@@ -5,6 +5,7 @@
 #include <random>
 
 #include "actors/error.hpp"
+#include "actors/job_inspect.hpp"
 #include "actors/log.hpp"
 #include "storage/event_codec.hpp"
 
@@ -412,6 +413,11 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
       if (!st.model.exists)
         return unknown(st.model);
       return to_summary(st.model, st.subscriber != nullptr);
+    },
+    [=](get_atom, inspect_atom) -> caf::result<job_inspection> {
+      if (!self->state.model.exists)
+        return unknown(self->state.model);
+      return inspect_job(self->state);
     },
     [=](annotate_atom, string_map& set, std::vector<std::string>& remove,
         std::string& by) -> caf::result<annotations_view> {

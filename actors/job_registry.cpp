@@ -168,6 +168,21 @@ job_registry(job_registry_actor::stateful_pointer<job_registry_state> self,
         get_atom::value, summary_atom::value);
       return rp;
     },
+    [=](inspect_atom, std::string& id) -> caf::result<job_inspection> {
+      if (auto* hdl = find(self, id))
+        return self->delegate(*hdl, get_atom::value, inspect_atom::value);
+      return unknown_job(id);
+    },
+    [=](inspect_atom, list_atom)
+      -> caf::result<std::vector<job_inspection>> {
+      auto rp = self->make_response_promise<std::vector<job_inspection>>();
+      auto acc = std::make_shared<std::vector<job_inspection>>();
+      fan_out<job_inspection>(
+        self, [=](job_inspection& x) { acc->push_back(std::move(x)); },
+        [=]() mutable { rp.deliver(std::move(*acc)); }, get_atom::value,
+        inspect_atom::value);
+      return rp;
+    },
     [=](annotate_atom, std::string& id, string_map& set,
         std::vector<std::string>& remove,
         std::string& by) -> caf::result<annotations_view> {

@@ -49,9 +49,20 @@ void commit(self_ptr self) {
   st.stats.records += events.size();
   st.stats.max_batch = std::max<uint64_t>(st.stats.max_batch, events.size());
   st.stats.write_micros += static_cast<uint64_t>(micros);
+  st.stats.hist.observe(events.size(), static_cast<uint64_t>(micros));
   st.stats.last_position = st.log->last_position();
   for (auto& p : batch)
     p.promise.deliver(st.stats.last_position);
+  // Live watchers get the events once they are durable; the bytes are not
+  // needed here any more.
+  if (st.hub && !events.empty()) {
+    std::vector<published_event> xs;
+    xs.reserve(events.size());
+    auto position = st.stats.last_position - events.size();
+    for (auto& e : events)
+      xs.push_back({++position, std::move(e.job_id), e.seq, std::move(e.bytes)});
+    self->send(st.hub, publish_atom::value, std::move(xs));
+  }
 }
 
 // Under the batch policy, makes the written appends durable.
@@ -112,6 +123,10 @@ journal(journal_actor::stateful_pointer<journal_state> self,
                          sync_atom::value);
     },
     [=](status_atom) { return self->state.stats; },
+    [=](watch_atom, event_hub_actor& hub) {
+      self->state.hub = std::move(hub);
+      return ok_atom::value;
+    },
   };
 }
 

@@ -30,6 +30,8 @@ struct journal_state {
   /// append is refused with this error.
   caf::error failure;
   journal_stats stats;
+  /// Where durable events go for live watchers; may be unset.
+  event_hub_actor hub;
 
   static inline const char* name = "journal";
 };

@@ -5,12 +5,18 @@
 
 #include <caf/scoped_actor.hpp>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/server_builder.h>
 
 #include "actors/error.hpp"
+#include "actors/event_hub.hpp"
+#include "actors/inspector.hpp"
 #include "actors/job_registry.hpp"
 #include "actors/journal.hpp"
 #include "actors/log.hpp"
+#include "services/http_gateway.hpp"
+#include "services/inspect_service.hpp"
+#include "services/metrics.hpp"
 #include "services/platform_service.hpp"
 #include "services/recover_service.hpp"
 #include "storage/event_log.hpp"
@@ -69,12 +75,39 @@ caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
                                       std::move(replayed->deleted),
                                       static_cast<const storage::event_log*>(
                                         self->log_.get()));
+  // Live watchers get what the journal makes durable, from the first event
+  // after start-up on.
+  self->hub_ = self->sys_->spawn(event_hub);
+  {
+    caf::scoped_actor scope{*self->sys_};
+    caf::error failed;
+    scope->request(self->journal_, std::chrono::seconds(10), watch_atom::value,
+                   self->hub_)
+      .receive([](ok_atom) {}, [&](caf::error& err) { failed = err; });
+    if (failed) {
+      self->stop();
+      return failed;
+    }
+  }
+  // The inspector reads the log: it gets its own thread.
+  self->inspector_ = self->sys_->spawn<caf::detached>(
+    recoverd::inspector,
+    static_cast<const storage::event_log*>(self->log_.get()),
+    self->registry_, self->journal_, self->hub_);
   // 4. The server.
   auto buffer = opts.registry.job.stream_buffer;
   self->recover_ = std::make_unique<recover_service>(*self->sys_,
                                                      self->registry_, buffer);
   self->platform_ = std::make_unique<platform_service>(*self->sys_,
                                                        self->registry_, buffer);
+  self->inspect_api_ = std::make_unique<inspect_api>(
+    *self->sys_, self->inspector_, self->hub_);
+  self->inspect_ = std::make_unique<inspect_service>(*self->inspect_api_,
+                                                     buffer);
+  self->metrics_ = std::make_unique<request_metrics>();
+  // grpc.health.v1.Health (SERVING while the server runs) and reflection,
+  // so grpcurl and load balancers work.
+  grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   // gRPC enables SO_REUSEPORT by default: a second daemon would then share
@@ -94,6 +127,12 @@ caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
                            &self->port_);
   builder.RegisterService(self->recover_.get());
   builder.RegisterService(self->platform_.get());
+  builder.RegisterService(self->inspect_.get());
+  std::vector<
+    std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+    interceptors;
+  interceptors.push_back(make_metrics_interceptor(*self->metrics_));
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   self->server_ = builder.BuildAndStart();
   if (!self->server_ || self->port_ == 0) {
     self->server_.reset();
@@ -103,6 +142,14 @@ caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
                         + " (address in use or invalid)");
   }
   ES_INFO("recoverd listening on {}", self->address());
+  if (!opts.http_listen.empty()) {
+    self->http_ = std::make_unique<http_gateway>(*self->inspect_api_,
+                                                 *self->metrics_, buffer);
+    if (auto err = self->http_->start(opts.http_listen)) {
+      self->stop();
+      return err;
+    }
+  }
   return self;
 }
 
@@ -113,6 +160,17 @@ app::~app() {
 std::string app::address() const {
   auto host = opts_.listen.substr(0, opts_.listen.rfind(':'));
   return host + ":" + std::to_string(port_);
+}
+
+int app::http_port() const {
+  return http_ ? http_->port() : 0;
+}
+
+std::string app::http_address() const {
+  if (!http_)
+    return {};
+  auto host = opts_.http_listen.substr(0, opts_.http_listen.rfind(':'));
+  return host + ":" + std::to_string(http_->port());
 }
 
 void app::stop() {
@@ -129,6 +187,17 @@ void app::stop() {
                    ES_WARN("recoverd could not close all streams: {}",
                            message_of(err));
                  });
+    if (hub_)
+      self->request(hub_, std::chrono::seconds(10), shutdown_atom::value)
+        .receive([](ok_atom) {},
+                 [](caf::error& err) {
+                   ES_WARN("recoverd could not close all watches: {}",
+                           message_of(err));
+                 });
+    // HTTP before gRPC: nothing of it waits for the gRPC server, but its
+    // requests wait for the actors.
+    if (http_)
+      http_->stop();
     if (server_)
       server_->Shutdown(std::chrono::system_clock::now()
                         + std::chrono::seconds(2));
@@ -141,14 +210,23 @@ void app::stop() {
                  });
   }
   server_.reset();
+  http_.reset();
   // Every holder of actor handles goes before the actor system (a live
   // handle to the detached journal would hang its destructor).
   recover_.reset();
   platform_.reset();
+  inspect_.reset();
+  inspect_api_.reset();
+  if (inspector_)
+    caf::anon_send_exit(inspector_, caf::exit_reason::user_shutdown);
+  if (hub_)
+    caf::anon_send_exit(hub_, caf::exit_reason::user_shutdown);
   if (registry_)
     caf::anon_send_exit(registry_, caf::exit_reason::user_shutdown);
   if (journal_)
     caf::anon_send_exit(journal_, caf::exit_reason::user_shutdown);
+  inspector_ = nullptr;
+  hub_ = nullptr;
   registry_ = nullptr;
   journal_ = nullptr;
   if (sys_) {

@@ -22,13 +22,20 @@ namespace storage {
 class event_log;
 } // namespace storage
 
+class http_gateway;
+class inspect_api;
+class inspect_service;
 class platform_service;
 class recover_service;
+class request_metrics;
 
 /// Everything the daemon is configured with.
 struct app_options {
   /// gRPC listen address; port 0 picks a free port.
   std::string listen = "127.0.0.1:8899";
+  /// HTTP (JSON API, /metrics) listen address; port 0 picks a free port;
+  /// empty: no HTTP server (the daemon's flag defaults to 127.0.0.1:8900).
+  std::string http_listen;
   /// Directory of the event log.
   std::string data_dir = "./recoverd-data";
   /// Journal settings.
@@ -70,6 +77,12 @@ public:
   /// "host:port" clients can dial.
   std::string address() const;
 
+  /// The bound HTTP port; 0 without an HTTP server.
+  int http_port() const;
+
+  /// "host:port" of the HTTP server; empty without one.
+  std::string http_address() const;
+
   /// The actor system.
   caf::actor_system& system() {
     return *sys_;
@@ -83,6 +96,16 @@ public:
   /// The journal.
   journal_actor journal() const {
     return journal_;
+  }
+
+  /// The event hub.
+  event_hub_actor hub() const {
+    return hub_;
+  }
+
+  /// The inspector.
+  inspector_actor inspector() const {
+    return inspector_;
   }
 
   /// The event log.
@@ -104,9 +127,15 @@ private:
   std::unique_ptr<caf::actor_system> sys_;
   journal_actor journal_;
   job_registry_actor registry_;
+  event_hub_actor hub_;
+  inspector_actor inspector_;
+  std::unique_ptr<request_metrics> metrics_;
   std::unique_ptr<recover_service> recover_;
   std::unique_ptr<platform_service> platform_;
+  std::unique_ptr<inspect_api> inspect_api_;
+  std::unique_ptr<inspect_service> inspect_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<http_gateway> http_;
   int port_ = 0;
   replay_stats replayed_;
   bool stopped_ = false;

@@ -34,6 +34,23 @@ void ask(caf::actor_system& sys, const Handle& dest,
     dest, reactor, std::move(on_reply), std::move(xs)...);
 }
 
+/// Like `ask`, for callers that are not a unary reactor (the Inspect API,
+/// serving gRPC and HTTP alike): `done` gets the status to answer with,
+/// exactly once, on an actor thread.
+template <class Response, class Handle, class OnReply, class Done,
+          class... Ts>
+void ask_then(caf::actor_system& sys, const Handle& dest, OnReply on_reply,
+              Done done, Ts... xs) {
+  sys.spawn(
+    [](caf::event_based_actor* self, Handle dest, OnReply on_reply, Done done,
+       Ts... xs) {
+      self->request(dest, edge_timeout, std::move(xs)...)
+        .then([=](Response& x) mutable { done(on_reply(x)); },
+              [=](caf::error& err) mutable { done(to_grpc_status(err)); });
+    },
+    dest, std::move(on_reply), std::move(done), std::move(xs)...);
+}
+
 /// Like `ask`, for streams: on a `Response` does nothing (the actor now feeds
 /// the sink); on an error ends the stream through `sink->finish`.
 template <class Response, class Handle, class Sink, class... Ts>

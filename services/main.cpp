@@ -76,6 +76,7 @@ std::string format_millis(millis x) {
 
 int main(int argc, char** argv) {
   app_options opts;
+  opts.http_listen = "127.0.0.1:8900";
   std::string log_level = "info";
   std::string log_format = "text";
   std::string sync = "always";
@@ -85,14 +86,19 @@ int main(int argc, char** argv) {
     waits[w.flag] = format_millis(opts.registry.job.waits.*w.member);
 
   CLI::App cli{"recoverd: keeps distributed training jobs alive through "
-               "faults. Serves the Recover protocol of MindCluster ClusterD "
-               "and the Platform API on one gRPC port; every job change is "
-               "an event in a RocksDB log in the data directory."};
+               "faults. Serves the Recover protocol of MindCluster ClusterD, "
+               "the Platform and Inspect APIs on one gRPC port, and the "
+               "Inspect API as JSON plus /metrics on an HTTP port; every job "
+               "change is an event in a RocksDB log in the data directory."};
   cli.set_config("--config", "",
                  "read options from this TOML or INI file (keys are the long "
                  "flag names without dashes, e.g. listen = \"...\")");
   cli.add_option("--listen", opts.listen,
                  "gRPC listen address host:port; port 0 picks a free one")
+    ->capture_default_str();
+  cli.add_option("--http-listen", opts.http_listen,
+                 "HTTP listen address host:port of the JSON API (/api/v1) "
+                 "and /metrics; port 0 picks a free one; \"off\" disables it")
     ->capture_default_str();
   cli.add_option("--data-dir", opts.data_dir,
                  "directory of the event log (created when missing)")
@@ -158,12 +164,16 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  if (opts.http_listen == "off")
+    opts.http_listen.clear();
   auto running = app::start(opts);
   if (!running) {
     std::cerr << "recoverd: " << message_of(running.error()) << "\n";
     return 1;
   }
   std::printf("recoverd: listening on %s\n", (*running)->address().c_str());
+  if (!(*running)->http_address().empty())
+    std::printf("recoverd: http on %s\n", (*running)->http_address().c_str());
   std::fflush(stdout);
   int sig = 0;
   sigwait(&signals, &sig);

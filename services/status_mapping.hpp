@@ -16,4 +16,10 @@ namespace recoverd {
 /// An empty error is OK.
 grpc::Status to_grpc_status(const caf::error& err);
 
+/// Maps a gRPC status code to the HTTP status of the JSON API:
+/// INVALID_ARGUMENT and OUT_OF_RANGE -> 400, NOT_FOUND -> 404,
+/// FAILED_PRECONDITION -> 409, RESOURCE_EXHAUSTED -> 429, UNAVAILABLE -> 503,
+/// DEADLINE_EXCEEDED -> 504, OK -> 200, anything else -> 500.
+int to_http_status(grpc::StatusCode code);
+
 } // namespace recoverd

@@ -44,7 +44,7 @@ struct running_daemon {
                  std::vector<std::string> extra = {}) {
     std::vector<std::string> args{"--listen", listen, "--data-dir",
                                   dir / "data", "--keepalive-interval",
-                                  "200ms"};
+                                  "200ms", "--http-listen", "127.0.0.1:0"};
     args.insert(args.end(), extra.begin(), extra.end());
     proc = std::make_unique<child_process>(daemon_bin, args,
                                            dir / "daemon.log");
@@ -68,6 +68,15 @@ std::pair<int, std::string> ctl(const std::string& server,
   auto st = reg ? stub.Register(&c, who, &resp) : stub.Init(&c, who, &resp);
   REQUIRE_MESSAGE(st.ok(), st.error_message());
   return resp;
+}
+
+// After a daemon restart on the same port, the agent's channel may be in
+// reconnect backoff (its re-subscription ran into the dead port) and fail
+// calls at once for about a second: wait until it reaches the new daemon.
+// Init of an inited job is idempotent and writes nothing.
+void wait_reachable(recoverd::agent::client& agent) {
+  for (int i = 0; i < 500 && agent.init().code() != 0; ++i)
+    std::this_thread::sleep_for(10ms);
 }
 
 // Subscribes for `job` and returns the first signal's type.
@@ -245,7 +254,8 @@ TEST_CASE("e2e: SIGKILL in the middle of a recovery; the restarted daemon "
   CHECK(d->proc->wait() == 128 + SIGKILL);
   d = std::make_unique<running_daemon>(dir, address, fast);
   // The agent library re-subscribes on its own.
-  std::this_thread::sleep_for(500ms);
+  wait_reachable(agent);
+  std::this_thread::sleep_for(200ms);
   auto ack = agent.report_stop_complete(0);
   CHECK_MESSAGE(ack.code() == 0, ack.info());
   CHECK(ack.info().find(stop->uuid()) != std::string::npos);
@@ -308,6 +318,7 @@ void crash_at(const std::string& kill_at) {
     d->proc->kill(SIGKILL);
     REQUIRE(d->proc->wait() == 128 + SIGKILL);
     d = std::make_unique<running_daemon>(dir, address, waits);
+    wait_reachable(agent);
   };
   if (kill_at != "NotifyStopTrainState") {
     agent.start_subscribe();

@@ -1,12 +1,16 @@
 // recoverctl: the operator CLI of recoverd. Talks to a running daemon over
-// gRPC; JSON in and out is the proto3 JSON mapping of protos/platform.proto.
+// gRPC; JSON in and out is the proto3 JSON mapping of protos/platform.proto
+// and protos/inspect.proto. `timeline`, `events` and `incidents` also work
+// offline on a data directory (--data-dir), opened read-only, so they work on
+// a copy of the log and while a daemon runs on it.
 //
 // Exit codes: 0 success; 1 the daemon refused the request (the message says
-// why); 2 bad usage or bad input (nothing was sent); 3 the daemon could not be
-// reached.
+// why; offline: the job has no events); 2 bad usage or bad input (nothing was
+// sent); 3 the daemon (offline: the data directory) could not be reached.
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <iostream>
@@ -20,10 +24,17 @@
 #include <google/protobuf/util/json_util.h>
 #include <grpcpp/grpcpp.h>
 
+#include "actors/error.hpp"
+#include "actors/incidents.hpp"
+#include "inspect.grpc.pb.h"
 #include "platform.grpc.pb.h"
 #include "recover.grpc.pb.h"
+#include "services/inspect_convert.hpp"
+#include "storage/event_codec.hpp"
+#include "storage/event_log.hpp"
 
 namespace pb = recoverd::platform::v1;
+namespace pi = recoverd::inspection::v1;
 
 namespace {
 
@@ -375,6 +386,282 @@ int node_clear(client& c, const std::string& node, const std::string& job) {
   return 0;
 }
 
+// -- history: timeline, events, incidents ------------------------------------
+
+/// Where a job's history comes from: a running daemon or a data directory.
+struct history_source {
+  const options& opts;
+  std::string data_dir; // empty: the daemon at opts.server
+};
+
+std::chrono::system_clock::time_point deadline_of(const options& opts) {
+  return std::chrono::system_clock::now()
+         + std::chrono::milliseconds(
+           static_cast<int64_t>(std::stod(opts.timeout) * 1000));
+}
+
+std::unique_ptr<pi::Inspect::Stub> inspect_stub(const options& opts) {
+  return pi::Inspect::NewStub(
+    grpc::CreateChannel(opts.server, grpc::InsecureChannelCredentials()));
+}
+
+// Opens the log read-only; exit code 3 when it cannot.
+int open_log(const std::string& dir,
+             std::unique_ptr<recoverd::storage::event_log>& out) {
+  recoverd::storage::event_log_options lo;
+  lo.path = dir;
+  lo.read_only = true;
+  auto log = recoverd::storage::event_log::open(lo);
+  if (!log)
+    return fail(exit_unreachable, recoverd::message_of(log.error()));
+  out = std::move(*log);
+  return 0;
+}
+
+// Every event of `job` from `from` on, with incidents when asked for.
+int load_history(const history_source& src, const std::string& job,
+                 uint64_t from, std::vector<pi::EventRecord>& events,
+                 pi::ListIncidentsResponse* incidents) {
+  if (!src.data_dir.empty()) {
+    std::unique_ptr<recoverd::storage::event_log> log;
+    if (auto rc = open_log(src.data_dir, log))
+      return rc;
+    recoverd::job_history history;
+    uint64_t count = 0;
+    auto err = log->for_each(
+      job, 1, [&](uint64_t seq, std::string_view bytes) -> caf::error {
+        auto ev = recoverd::storage::decode_event(bytes);
+        if (!ev)
+          return ev.error();
+        ++count;
+        history.add(*ev);
+        if (seq >= from) {
+          recoverd::inspected_event x{job,
+                                      ev->seq,
+                                      ev->time_ms,
+                                      recoverd::kind_name(ev->body),
+                                      recoverd::describe(*ev),
+                                      std::string{bytes}};
+          events.emplace_back();
+          recoverd::convert::to_proto(x, events.back());
+        }
+        return caf::none;
+      });
+    if (err)
+      return fail(exit_refused, "cannot read " + src.data_dir + ": "
+                                  + recoverd::message_of(err));
+    if (count == 0)
+      return fail(exit_refused,
+                  "job " + job + " has no events in " + src.data_dir);
+    if (incidents != nullptr) {
+      for (const auto& i : history.all())
+        recoverd::convert::to_proto(i, *incidents->add_incidents());
+      incidents->set_lastseq(history.seq());
+    }
+    return 0;
+  }
+  auto stub = inspect_stub(src.opts);
+  for (uint64_t next = std::max<uint64_t>(from, 1); next != 0;) {
+    pi::ListEventsRequest req;
+    req.set_jobid(job);
+    req.set_fromseq(next);
+    req.set_limit(1000);
+    pi::ListEventsResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(deadline_of(src.opts));
+    if (auto st = stub->ListEvents(&ctx, req, &resp); !st.ok())
+      return rpc_failed(st, src.opts.server);
+    for (auto& e : *resp.mutable_events())
+      events.push_back(std::move(e));
+    next = resp.nextseq();
+  }
+  if (incidents != nullptr) {
+    pi::ListIncidentsRequest req;
+    req.set_jobid(job);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(deadline_of(src.opts));
+    if (auto st = stub->ListIncidents(&ctx, req, incidents); !st.ok())
+      return rpc_failed(st, src.opts.server);
+  }
+  return 0;
+}
+
+// "2024-05-01T10:00:00.123Z".
+std::string utc(int64_t ms) {
+  auto secs = static_cast<time_t>(ms >= 0 ? ms / 1000 : (ms - 999) / 1000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[40];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
+  char out[48];
+  std::snprintf(out, sizeof(out), "%s.%03dZ", buf,
+                static_cast<int>(((ms % 1000) + 1000) % 1000));
+  return out;
+}
+
+// "1.234s".
+std::string secs(int64_t ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%s%lld.%03llds", ms < 0 ? "-" : "",
+                static_cast<long long>(std::llabs(ms) / 1000),
+                static_cast<long long>(std::llabs(ms) % 1000));
+  return buf;
+}
+
+std::string phases_text(const pi::Incident& x) {
+  std::string out;
+  for (const auto& p : x.phases()) {
+    if (!out.empty())
+      out += ", ";
+    out += p.name() + " +" + secs(p.sincestartms());
+    if (p.sincestartms() > 0)
+      out += " (" + secs(p.durationms()) + ")";
+  }
+  return out;
+}
+
+std::string incident_head(int n, const pi::Incident& x) {
+  std::string out = "== incident " + std::to_string(n) + ": " + x.kind();
+  if (x.active())
+    out += " (running, " + x.state() + ")";
+  if (!x.uuid().empty())
+    out += " uuid " + x.uuid();
+  if (!x.strategy().empty())
+    out += ", strategy " + x.strategy();
+  if (!x.outcome().empty())
+    out += ", outcome " + x.outcome();
+  out += ", " + secs(x.durationms());
+  if (x.faultranks_size() > 0) {
+    out += ", fault ranks";
+    for (const auto& r : x.faultranks())
+      out += " " + r;
+  }
+  return out;
+}
+
+void print_event(const pi::EventRecord& e, const std::string& when) {
+  std::printf("  #%-5llu %-24s %-22s %s\n",
+              static_cast<unsigned long long>(e.seq()), when.c_str(),
+              e.kind().c_str(), e.summary().c_str());
+}
+
+int timeline(const history_source& src, const std::string& job) {
+  std::vector<pi::EventRecord> events;
+  pi::ListIncidentsResponse incidents;
+  if (auto rc = load_history(src, job, 1, events, &incidents))
+    return rc;
+  std::printf("job %s: %zu events, %d incidents (%s)\n", job.c_str(),
+              events.size(), incidents.incidents_size(),
+              src.data_dir.empty() ? ("recoverd at " + src.opts.server).c_str()
+                                   : ("data directory " + src.data_dir).c_str());
+  int next = 0;
+  const pi::Incident* open = nullptr;
+  for (const auto& e : events) {
+    if (open == nullptr && next < incidents.incidents_size()
+        && e.seq() == incidents.incidents(next).firstseq()) {
+      open = &incidents.incidents(next++);
+      std::printf("%s\n", incident_head(next, *open).c_str());
+    }
+    if (open != nullptr)
+      print_event(e, "+" + secs(e.timems() - open->startedms()));
+    else
+      print_event(e, utc(e.timems()));
+    if (open != nullptr && (e.seq() == open->lastseq() && !open->active())) {
+      std::printf("   phases: %s\n", phases_text(*open).c_str());
+      std::printf("== end of incident %d\n", next);
+      open = nullptr;
+      // A flow that ends in the step that begins the next one.
+      if (next < incidents.incidents_size()
+          && incidents.incidents(next).firstseq() == e.seq()) {
+        open = &incidents.incidents(next++);
+        std::printf("%s\n", incident_head(next, *open).c_str());
+      }
+    }
+  }
+  if (open != nullptr)
+    std::printf("   phases so far: %s\n", phases_text(*open).c_str());
+  return 0;
+}
+
+int incidents(const history_source& src, const std::string& job, bool json) {
+  std::vector<pi::EventRecord> events;
+  pi::ListIncidentsResponse resp;
+  if (!src.data_dir.empty()) {
+    if (auto rc = load_history(src, job, UINT64_MAX, events, &resp))
+      return rc;
+  } else {
+    auto stub = inspect_stub(src.opts);
+    pi::ListIncidentsRequest req;
+    req.set_jobid(job);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(deadline_of(src.opts));
+    if (auto st = stub->ListIncidents(&ctx, req, &resp); !st.ok())
+      return rpc_failed(st, src.opts.server);
+  }
+  if (json) {
+    std::cout << to_json(resp);
+    return 0;
+  }
+  std::printf("%-3s %-9s %-24s %10s %-18s %-22s %s\n", "#", "KIND", "STARTED",
+              "DURATION", "STRATEGY", "OUTCOME", "PHASES");
+  int n = 0;
+  for (const auto& x : resp.incidents())
+    std::printf("%-3d %-9s %-24s %10s %-18s %-22s %s\n", ++n, x.kind().c_str(),
+                utc(x.startedms()).c_str(), secs(x.durationms()).c_str(),
+                x.strategy().empty() ? "-" : x.strategy().c_str(),
+                x.active() ? "(running)" : x.outcome().c_str(),
+                phases_text(x).c_str());
+  return 0;
+}
+
+void print_record(const pi::EventRecord& e, bool json) {
+  if (json) {
+    std::cout << recoverd::convert::to_json(e) << "\n";
+  } else {
+    std::printf("#%-5llu %-24s %-22s %s\n",
+                static_cast<unsigned long long>(e.seq()), utc(e.timems()).c_str(),
+                e.kind().c_str(), e.summary().c_str());
+  }
+  std::fflush(stdout);
+}
+
+int events_cmd(const history_source& src, const std::string& job,
+               uint64_t from, bool follow, bool json) {
+  if (follow && !src.data_dir.empty())
+    return fail(exit_usage, "--follow needs a running daemon, not --data-dir");
+  // Watch first, then read the history, so nothing falls in between; the
+  // watch's copies of events already printed are skipped.
+  std::unique_ptr<pi::Inspect::Stub> stub;
+  grpc::ClientContext wctx;
+  std::unique_ptr<grpc::ClientReader<pi::EventRecord>> watch;
+  if (follow) {
+    stub = inspect_stub(src.opts);
+    pi::WatchEventsRequest req;
+    req.set_jobid(job);
+    watch = stub->WatchEvents(&wctx, req);
+  }
+  std::vector<pi::EventRecord> events;
+  if (auto rc = load_history(src, job, from, events, nullptr))
+    return rc;
+  uint64_t last = 0;
+  for (const auto& e : events) {
+    print_record(e, json);
+    last = e.seq();
+  }
+  if (!follow)
+    return 0;
+  pi::EventRecord e;
+  while (watch->Read(&e)) {
+    if (e.seq() <= last)
+      continue;
+    last = e.seq();
+    print_record(e, json);
+  }
+  if (auto st = watch->Finish(); !st.ok())
+    return rpc_failed(st, src.opts.server);
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -444,6 +731,31 @@ int main(int argc, char** argv) {
   auto* clear = node_cmd->add_subcommand("clear", "clear a node's health record");
   clear->add_option("NODE", node, "node name")->required();
   clear->add_option("--job", node_job, "only in this job (default: every job)");
+  std::string data_dir;
+  auto* tl = cli.add_subcommand(
+    "timeline", "print a job's story: one line per event, times relative to "
+                "each incident's start, and the phases of each incident");
+  tl->add_option("JOB", id, "job id")->required();
+  tl->add_option("--data-dir", data_dir,
+                 "read this data directory (read-only) instead of asking the "
+                 "daemon; works on a copy and while a daemon runs");
+  uint64_t from = 1;
+  bool follow = false;
+  auto* evs = cli.add_subcommand("events", "print a job's events");
+  evs->add_option("JOB", id, "job id")->required();
+  evs->add_option("--from", from, "first sequence number")
+    ->capture_default_str();
+  evs->add_flag("--follow", follow,
+                "keep printing new events as they become durable");
+  evs->add_flag("--json", json, "one EventRecord JSON object per line");
+  evs->add_option("--data-dir", data_dir,
+                  "read this data directory (read-only) instead");
+  auto* inc = cli.add_subcommand(
+    "incidents", "list a job's incidents with their phases and outcome");
+  inc->add_option("JOB", id, "job id")->required();
+  inc->add_flag("--json", json, "print JSON instead of a table");
+  inc->add_option("--data-dir", data_dir,
+                  "read this data directory (read-only) instead");
 
   try {
     cli.parse(argc, argv);
@@ -471,5 +783,12 @@ int main(int argc, char** argv) {
     return node_clear(c, node, node_job);
   if (node_cmd->parsed())
     return nodes(c, json);
+  history_source src{opts, data_dir};
+  if (tl->parsed())
+    return timeline(src, id);
+  if (evs->parsed())
+    return events_cmd(src, id, from, follow, json);
+  if (inc->parsed())
+    return incidents(src, id, json);
   return fail(exit_usage, "no command given; see --help");
 }

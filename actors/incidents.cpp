@@ -1,0 +1,324 @@
+#include "actors/incidents.hpp"
+
+#include <algorithm>
+#include <cctype>
+
+#include "actors/overload.hpp"
+
+namespace recoverd {
+
+namespace {
+
+bool is_idle(const std::string& state) {
+  return state == idle_state;
+}
+
+template <class Xs>
+std::string join(const Xs& xs, const char* sep) {
+  std::string result;
+  for (const auto& x : xs) {
+    if (!result.empty())
+      result += sep;
+    result += x;
+  }
+  return result;
+}
+
+std::string fault_list(const std::vector<fault_rank>& xs) {
+  std::vector<std::string> parts;
+  for (const auto& f : xs)
+    parts.push_back(f.rank_id + ":" + f.fault_type);
+  return join(parts, ",");
+}
+
+std::string signal_text(const process_signal& sig) {
+  auto result = sig.signal_type;
+  if (!sig.change_strategy.empty())
+    result += " " + sig.change_strategy;
+  return result;
+}
+
+int32_t ranks_of(const job_spec& spec) {
+  int32_t n = 0;
+  for (const auto& p : spec.pods)
+    n += static_cast<int32_t>(p.devices.size());
+  return n;
+}
+
+std::string describe_step(const flow_stepped& x) {
+  std::string result = x.input;
+  // "process" only marks a ReportProcessFault; its faults follow below.
+  if (!x.report_kind.empty() && x.report_kind != "process") {
+    result += " " + x.report_kind;
+    if (x.report_kind != "strategy")
+      result += " (code " + std::to_string(x.report.code)
+                + (x.report.strategy.empty() ? "" : " " + x.report.strategy)
+                + ")";
+  }
+  result += ": ";
+  if (x.path.size() > 1)
+    result += join(x.path, " -> ");
+  else if (!x.path.empty())
+    result += "stays in " + x.path.front();
+  if (!x.faults.empty())
+    result += "; faults " + fault_list(x.faults);
+  if (!x.strategies.empty())
+    result += "; strategies " + join(x.strategies, ",");
+  if (!x.switch_ranks.empty())
+    result += "; switch ranks " + join(x.switch_ranks, ",");
+  if (x.delivered)
+    result += "; delivered " + signal_text(*x.delivered);
+  if (x.after.outbox && (!x.delivered || x.after.outbox->uuid != x.delivered->uuid
+                         || x.after.outbox->signal_type
+                              != x.delivered->signal_type))
+    result += "; to send " + signal_text(*x.after.outbox);
+  for (const auto& sig : x.side_signals)
+    result += "; sent " + signal_text(sig);
+  for (const auto& [key, value] : x.annotations)
+    result += "; annotation " + key + "=" + value;
+  for (const auto& key : x.removed_annotations)
+    result += "; removed annotation " + key;
+  for (const auto& msg : x.om_messages)
+    result += "; operator: " + msg;
+  if (x.path.size() > 1 && is_idle(x.path.back()))
+    result += "; outcome " + x.after.last_outcome;
+  return result;
+}
+
+} // namespace
+
+const incident_phase* incident::phase(const std::string& name) const {
+  for (const auto& p : phases)
+    if (p.name == name)
+      return &p;
+  return nullptr;
+}
+
+std::string flow_kind(const flow_stepped& x) {
+  if (x.input == "startSwitchNic")
+    return "switch";
+  std::string lower = x.input;
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (lower.find("stress") != std::string::npos)
+    return "stress";
+  if (!x.after.om_kind.empty())
+    return x.after.om_kind;
+  return "recovery";
+}
+
+job_history::job_history(size_t keep) : keep_(keep) {
+  // nop
+}
+
+void job_history::reach(const event& ev, const char* name) {
+  auto& x = *active_;
+  if (x.phase(name) != nullptr)
+    return;
+  incident_phase p;
+  p.name = name;
+  p.seq = ev.seq;
+  p.time_ms = ev.time_ms;
+  p.since_start_ms = ev.time_ms - x.started_ms;
+  auto previous = x.phases.empty() ? x.started_ms : x.phases.back().time_ms;
+  p.duration_ms = ev.time_ms - previous;
+  x.phases.push_back(std::move(p));
+}
+
+void job_history::open(const event& ev, const flow_stepped& x) {
+  incident i;
+  i.kind = flow_kind(x);
+  i.first_seq = ev.seq;
+  i.started_ms = ev.time_ms;
+  active_ = std::move(i);
+  reach(ev, active_->kind == "recovery" ? "fault_seen" : "requested");
+}
+
+void job_history::update(const event& ev, const flow_stepped& x,
+                         bool milestones) {
+  auto& i = *active_;
+  ++i.steps;
+  i.last_seq = ev.seq;
+  i.last_time_ms = ev.time_ms;
+  i.state = x.after.state;
+  if (i.uuid.empty())
+    i.uuid = x.after.uuid;
+  auto add_rank = [&](const std::string& rank) {
+    if (std::find(i.fault_ranks.begin(), i.fault_ranks.end(), rank)
+        == i.fault_ranks.end())
+      i.fault_ranks.push_back(rank);
+  };
+  for (const auto& f : x.faults)
+    add_rank(f.rank_id);
+  for (const auto& [rank, type] : x.after.faults)
+    add_rank(rank);
+  if (x.om_final && !x.om_messages.empty())
+    i.operator_result = x.om_messages.back();
+  if (!milestones)
+    return;
+  // Strategies decided in this step: `decided` only grows during a flow.
+  if (x.after.decided.size() > i.strategies.size()) {
+    for (auto k = i.strategies.size(); k < x.after.decided.size(); ++k)
+      i.strategies.push_back(x.after.decided[k]);
+    i.strategy = i.strategies.back();
+    reach(ev, "strategy_decided");
+  }
+  if (x.input == "receiveReport" && x.report_kind == "stop")
+    reach(ev, "stop_acknowledged");
+  if (x.input == "receiveReport" && x.report_kind == "switch")
+    reach(ev, "switch_reported");
+}
+
+void job_history::close(const event& ev, std::string outcome) {
+  auto& i = *active_;
+  i.last_seq = ev.seq;
+  i.last_time_ms = ev.time_ms;
+  i.ended_ms = ev.time_ms;
+  i.active = false;
+  i.outcome = std::move(outcome);
+  reach(ev, "result");
+  ++counts_[{i.kind, i.strategy, i.outcome}];
+  finished_.push_back(std::move(i));
+  active_.reset();
+  while (finished_.size() > keep_)
+    finished_.pop_front();
+}
+
+void job_history::add(const event& ev) {
+  seq_ = ev.seq;
+  if (const auto* x = std::get_if<flow_stepped>(&ev.body)) {
+    const auto& path = x->path;
+    // `applied`: the step's details went to the running flow already;
+    // `closed_here`: a flow ended earlier in this step.
+    bool applied = false;
+    bool closed_here = false;
+    for (size_t k = 1; k < path.size(); ++k) {
+      const auto& from = path[k - 1];
+      const auto& to = path[k];
+      if (is_idle(from) && !is_idle(to)) {
+        if (active_)
+          close(ev, "interrupted");
+        open(ev, *x);
+        // Milestones of this step belong to the flow that ended earlier in
+        // it, if one did; a flow begun after that only starts.
+        update(ev, *x, !closed_here);
+        applied = true;
+      } else if (is_idle(to) && !is_idle(from) && active_) {
+        if (!applied)
+          update(ev, *x, true);
+        applied = true;
+        std::string outcome;
+        if (k + 1 == path.size()) {
+          outcome = x->after.last_outcome;
+          // A link switch that ended without any recovery strategy ends
+          // with what the operator was told.
+          if (active_->kind != "recovery" && active_->strategies.empty()
+              && !active_->operator_result.empty())
+            outcome = active_->operator_result;
+        } else {
+          outcome = active_->operator_result.empty()
+                      ? std::string{"ended"}
+                      : active_->operator_result;
+        }
+        close(ev, outcome.empty() ? std::string{"ended"} : std::move(outcome));
+        applied = false;
+        closed_here = true;
+      }
+    }
+    if (active_ && !applied)
+      update(ev, *x, true);
+    return;
+  }
+  if (const auto* x = std::get_if<job_put>(&ev.body)) {
+    if (x->created && active_)
+      close(ev, "job re-created");
+    if (x->created)
+      registered_ = false;
+    exists_ = true;
+    return;
+  }
+  if (std::holds_alternative<job_deleted>(ev.body)) {
+    if (active_)
+      close(ev, "job deleted");
+    exists_ = false;
+    registered_ = false;
+    return;
+  }
+  if (std::holds_alternative<job_registered>(ev.body)) {
+    registered_ = true;
+    return;
+  }
+  if (const auto* x = std::get_if<subscriber_attached>(&ev.body)) {
+    subscription_ = {x->generation, x->role, x->peer, ev.time_ms};
+    return;
+  }
+}
+
+std::vector<incident> job_history::all() const {
+  std::vector<incident> result{finished_.begin(), finished_.end()};
+  if (active_)
+    result.push_back(*active_);
+  return result;
+}
+
+std::vector<incident> build_incidents(const std::vector<event>& evs) {
+  job_history h;
+  for (const auto& ev : evs)
+    h.add(ev);
+  return h.all();
+}
+
+std::string describe(const event& ev) {
+  return std::visit(
+    overload{
+      [](const job_put& x) {
+        return std::string{x.created ? "job created" : "job updated"} + ": "
+               + std::to_string(x.spec.pods.size()) + " pods, "
+               + std::to_string(ranks_of(x.spec)) + " ranks"
+               + (x.spec.recover_strategies.empty()
+                    ? std::string{}
+                    : ", strategies " + join(x.spec.recover_strategies, ","));
+      },
+      [](const job_deleted&) { return std::string{"job deleted"}; },
+      [](const annotations_changed& x) {
+        std::string result = "annotations by " + x.by + ":";
+        for (const auto& [key, value] : x.set)
+          result += " " + key + "=" + value;
+        for (const auto& key : x.removed)
+          result += " " + key + "-";
+        return result;
+      },
+      [](const job_inited& x) {
+        return "Init by " + (x.role.empty() ? std::string{"agent"} : x.role)
+               + ": strategies " + join(x.config.strategies, ",")
+               + (x.config.platform_mode ? ", platform mode" : "");
+      },
+      [](const job_registered& x) {
+        return "Register by " + (x.role.empty() ? std::string{"agent"} : x.role);
+      },
+      [](const subscriber_attached& x) {
+        return "agent stream #" + std::to_string(x.generation) + " attached ("
+               + (x.role.empty() ? std::string{"-"} : x.role) + " at "
+               + x.peer + ")";
+      },
+      [](const subscriber_detached& x) {
+        return "agent stream #" + std::to_string(x.generation)
+               + " detached: " + x.reason;
+      },
+      [](const device_faults_reported& x) {
+        std::string result = "fault center: " + x.health_state + ", "
+                             + std::to_string(x.faults.size())
+                             + " device faults";
+        for (const auto& f : x.faults)
+          result += " " + f.node_name + "/" + f.device_id + ":"
+                    + join(f.fault_codes, "+");
+        return result;
+      },
+      [](const flow_stepped& x) { return describe_step(x); },
+      // Event kinds added later still get their kind name.
+      [](const auto&) { return std::string{}; },
+    },
+    ev.body);
+}
+
+} // namespace recoverd

@@ -1,0 +1,171 @@
+#pragma once
+
+/// What a job's history says beyond its current state: its incidents (one
+/// per flow of the recovery machine, from leaving INIT until back in INIT)
+/// with their phases, and a readable line per event. Pure functions of the
+/// event list: no I/O, no clock; used by the inspector, `recoverctl` offline
+/// and the metrics.
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "actors/job_model.hpp"
+
+namespace recoverd {
+
+/// One milestone an incident reached.
+struct incident_phase {
+  /// "fault_seen" / "requested", "stop_acknowledged", "strategy_decided",
+  /// "switch_reported" or "result".
+  std::string name;
+  /// The event that reached it.
+  uint64_t seq = 0;
+  /// When, Unix ms.
+  int64_t time_ms = 0;
+  /// Milliseconds since the incident began.
+  int64_t since_start_ms = 0;
+  /// Milliseconds since the previous milestone.
+  int64_t duration_ms = 0;
+};
+
+/// One flow of a job's recovery machine.
+struct incident {
+  /// "recovery", "switch" or "stress".
+  std::string kind;
+  /// The flow's uuid.
+  std::string uuid;
+  /// First and last event of the flow.
+  uint64_t first_seq = 0;
+  uint64_t last_seq = 0;
+  /// When it began, Unix ms.
+  int64_t started_ms = 0;
+  /// When it ended, Unix ms; 0 while it runs.
+  int64_t ended_ms = 0;
+  /// Time of its last event, Unix ms.
+  int64_t last_time_ms = 0;
+  /// True while it runs.
+  bool active = true;
+  /// The machine's state after its last event.
+  std::string state;
+  /// The last strategy decided, and all of them in order.
+  std::string strategy;
+  std::vector<std::string> strategies;
+  /// How it ended; empty while it runs.
+  std::string outcome;
+  /// The last final message to the operator (link switch), if any.
+  std::string operator_result;
+  /// Ranks reported faulty, in order of first report.
+  std::vector<std::string> fault_ranks;
+  /// Milestones reached, in order.
+  std::vector<incident_phase> phases;
+  /// flow_stepped events in the flow.
+  uint64_t steps = 0;
+
+  /// Milliseconds from start to end (to the last event while it runs).
+  int64_t duration_ms() const {
+    return (active ? last_time_ms : ended_ms) - started_ms;
+  }
+
+  /// The milestone called `name`, if reached.
+  const incident_phase* phase(const std::string& name) const;
+};
+
+/// Finished incidents counted by (kind, strategy, outcome).
+using incident_counts
+  = std::map<std::tuple<std::string, std::string, std::string>, uint64_t>;
+
+/// The latest agent subscription as the log tells it.
+struct subscription_record {
+  uint64_t generation = 0;
+  std::string role;
+  std::string peer;
+  int64_t time_ms = 0;
+};
+
+/// An incremental, pure fold of a job's events into its incidents and a few
+/// facts the state does not keep. Feed every event of the job in sequence
+/// order, from the first.
+class job_history {
+public:
+  /// @param keep How many finished incidents to keep (the oldest are
+  ///             dropped; counts keep counting).
+  explicit job_history(size_t keep = SIZE_MAX);
+
+  /// Folds one event.
+  void add(const event& ev);
+
+  /// Finished incidents, oldest first (at most `keep`).
+  const std::deque<incident>& finished() const {
+    return finished_;
+  }
+
+  /// The running flow, if any.
+  const std::optional<incident>& active() const {
+    return active_;
+  }
+
+  /// The last finished incident, or null.
+  const incident* last_finished() const {
+    return finished_.empty() ? nullptr : &finished_.back();
+  }
+
+  /// Every finished incident ever folded, by (kind, strategy, outcome).
+  const incident_counts& counts() const {
+    return counts_;
+  }
+
+  /// The job exists after the last event (put and not deleted).
+  bool exists() const {
+    return exists_;
+  }
+
+  /// The job is registered for recovery after the last event.
+  bool registered() const {
+    return registered_;
+  }
+
+  /// The latest subscription.
+  const subscription_record& subscription() const {
+    return subscription_;
+  }
+
+  /// Sequence number of the last event folded.
+  uint64_t seq() const {
+    return seq_;
+  }
+
+  /// Finished incidents followed by the running one.
+  std::vector<incident> all() const;
+
+private:
+  void open(const event& ev, const flow_stepped& x);
+  void update(const event& ev, const flow_stepped& x, bool milestones);
+  void close(const event& ev, std::string outcome);
+  void reach(const event& ev, const char* name);
+
+  size_t keep_;
+  std::deque<incident> finished_;
+  std::optional<incident> active_;
+  incident_counts counts_;
+  subscription_record subscription_;
+  bool exists_ = false;
+  bool registered_ = false;
+  uint64_t seq_ = 0;
+};
+
+/// Every incident of a job's events (finished ones, then the running one).
+std::vector<incident> build_incidents(const std::vector<event>& evs);
+
+/// The incident kind a flow that starts with step `x` has.
+std::string flow_kind(const flow_stepped& x);
+
+/// One readable line about an event, e.g. "receiveReport stop (code 0):
+/// WaitReportStopCompleteState -> WaitFaultFlushFinishedState".
+std::string describe(const event& ev);
+
+} // namespace recoverd

@@ -1,0 +1,291 @@
+#include "actors/inspector.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+
+#include "actors/error.hpp"
+#include "actors/log.hpp"
+#include "storage/event_codec.hpp"
+#include "storage/event_log.hpp"
+#include "storage/replay.hpp"
+
+namespace recoverd {
+
+namespace {
+
+using self_ptr = inspector_actor::stateful_pointer<inspector_state>;
+
+// How long the inspector waits for the registry, the journal or the hub.
+constexpr auto ask_timeout = std::chrono::seconds(30);
+
+// Events read from the global order at a time.
+constexpr size_t tail_chunk = 4096;
+
+// ListEvents page sizes.
+constexpr uint32_t default_page = 100;
+constexpr uint32_t max_page = 1000;
+
+caf::error bad(const std::string& field, const std::string& what) {
+  return make_error(errc::invalid_argument, field + ": " + what);
+}
+
+caf::expected<event> decode(const std::string& job_id, uint64_t seq,
+                            std::string_view bytes) {
+  auto ev = storage::decode_event(bytes);
+  if (!ev)
+    return make_error(errc::corrupt_record,
+                      "job " + job_id + " event " + std::to_string(seq) + ": "
+                        + message_of(ev.error()));
+  return ev;
+}
+
+inspected_event render(const std::string& job_id, const event& ev,
+                       std::string bytes) {
+  return {job_id,   ev.seq, ev.time_ms, kind_name(ev.body), describe(ev),
+          std::move(bytes)};
+}
+
+// The job's last seq; unknown_job when it has no events at all.
+caf::expected<uint64_t> known_last_seq(self_ptr self, const std::string& id) {
+  if (auto err = validate_job_id(id))
+    return err;
+  auto last = self->state.log->last_seq(id);
+  if (!last)
+    return last.error();
+  if (*last == 0)
+    return make_error(errc::unknown_job, "job " + id + " has no events");
+  return last;
+}
+
+// Folds every event appended since the last call into the histories.
+caf::error catch_up(self_ptr self) {
+  auto& st = self->state;
+  for (;;) {
+    auto xs = st.log->tail(st.position + 1, tail_chunk);
+    if (!xs)
+      return xs.error();
+    for (const auto& x : *xs) {
+      auto ev = decode(x.job_id, x.seq, x.bytes);
+      if (!ev)
+        return ev.error();
+      auto i = st.histories.try_emplace(x.job_id, size_t{1}).first;
+      if (ev->seq > i->second.seq())
+        i->second.add(*ev);
+      st.position = x.position;
+    }
+    if (xs->size() < tail_chunk)
+      return caf::none;
+  }
+}
+
+job_view make_view(self_ptr self, job_inspection x) {
+  job_view result;
+  auto i = self->state.histories.find(x.model.spec.job_id);
+  if (i != self->state.histories.end()) {
+    const auto& h = i->second;
+    result.subscription = h.subscription();
+    if (h.active())
+      result.active = *h.active();
+    if (const auto* last = h.last_finished())
+      result.last = *last;
+  }
+  result.job = std::move(x);
+  return result;
+}
+
+} // namespace
+
+inspector_actor::behavior_type
+inspector(inspector_actor::stateful_pointer<inspector_state> self,
+          const storage::event_log* log, job_registry_actor registry,
+          journal_actor journal, event_hub_actor hub) {
+  if (log == nullptr) {
+    self->quit(make_error(errc::invalid_argument, "inspector has no log"));
+    return inspector_actor::behavior_type::make_empty_behavior();
+  }
+  auto& st = self->state;
+  st.log = log;
+  st.registry = std::move(registry);
+  st.journal = std::move(journal);
+  st.hub = std::move(hub);
+  return {
+    [=](list_atom, std::string& ns) -> caf::result<std::vector<job_view>> {
+      auto rp = self->make_response_promise<std::vector<job_view>>();
+      self
+        ->request(self->state.registry, ask_timeout, inspect_atom::value,
+                  list_atom::value)
+        .then(
+          [=](std::vector<job_inspection>& xs) mutable {
+            // After the registry answered, so the histories are at least as
+            // new as the states.
+            if (auto err = catch_up(self)) {
+              rp.deliver(err);
+              return;
+            }
+            std::vector<job_view> result;
+            for (auto& x : xs)
+              if (ns.empty() || x.model.spec.ns == ns)
+                result.push_back(make_view(self, std::move(x)));
+            std::sort(result.begin(), result.end(),
+                      [](const auto& a, const auto& b) {
+                        return a.job.model.spec.job_id
+                               < b.job.model.spec.job_id;
+                      });
+            rp.deliver(std::move(result));
+          },
+          [=](caf::error& err) mutable { rp.deliver(err); });
+      return rp;
+    },
+    [=](get_atom, std::string& id) -> caf::result<job_view> {
+      if (auto err = validate_job_id(id))
+        return err;
+      auto rp = self->make_response_promise<job_view>();
+      self
+        ->request(self->state.registry, ask_timeout, inspect_atom::value, id)
+        .then(
+          [=](job_inspection& x) mutable {
+            if (auto err = catch_up(self)) {
+              rp.deliver(err);
+              return;
+            }
+            rp.deliver(make_view(self, std::move(x)));
+          },
+          [=](caf::error& err) mutable { rp.deliver(err); });
+      return rp;
+    },
+    [=](events_atom, std::string& id, uint64_t from,
+        uint32_t limit) -> caf::result<event_page> {
+      auto last = known_last_seq(self, id);
+      if (!last)
+        return last.error();
+      if (limit == 0)
+        limit = default_page;
+      limit = std::min(limit, max_page);
+      from = std::max<uint64_t>(from, 1);
+      auto xs = self->state.log->read(id, from, limit);
+      if (!xs)
+        return xs.error();
+      event_page page;
+      for (auto& x : *xs) {
+        auto ev = decode(id, x.seq, x.bytes);
+        if (!ev)
+          return ev.error();
+        page.events.push_back(render(id, *ev, std::move(x.bytes)));
+      }
+      page.last_seq = *last;
+      if (!page.events.empty()) {
+        auto back = page.events.back().seq;
+        page.last_seq = std::max(page.last_seq, back);
+        if (back < page.last_seq)
+          page.next_seq = back + 1;
+      }
+      return page;
+    },
+    [=](incidents_atom, std::string& id) -> caf::result<incident_list> {
+      auto last = known_last_seq(self, id);
+      if (!last)
+        return last.error();
+      job_history h;
+      auto err = self->state.log->for_each(
+        id, 1, [&](uint64_t seq, std::string_view bytes) -> caf::error {
+          auto ev = decode(id, seq, bytes);
+          if (!ev)
+            return ev.error();
+          h.add(*ev);
+          return caf::none;
+        });
+      if (err)
+        return err;
+      return incident_list{h.all(), h.seq()};
+    },
+    [=](at_atom, std::string& id, history_point& at) -> caf::result<job_at> {
+      auto last = known_last_seq(self, id);
+      if (!last)
+        return last.error();
+      if (!at.by_time && at.seq == 0)
+        return bad("seq", "must be >= 1");
+      if (!at.by_time && at.seq > *last)
+        return bad("seq", std::to_string(at.seq) + " is after the job's last "
+                            "event " + std::to_string(*last));
+      // One pass for the point (a time needs every event's time) and the
+      // flow running there; the state itself comes from replay.
+      job_history h;
+      uint64_t target = 0;
+      auto done = make_error(errc::overloaded, "done");
+      auto err = self->state.log->for_each(
+        id, 1, [&](uint64_t seq, std::string_view bytes) -> caf::error {
+          auto ev = decode(id, seq, bytes);
+          if (!ev)
+            return ev.error();
+          if (at.by_time ? ev->time_ms > at.time_ms : seq > at.seq)
+            return done;
+          h.add(*ev);
+          target = seq;
+          return caf::none;
+        });
+      if (err && err != done)
+        return err;
+      if (target == 0)
+        return bad("timeMs", "job " + id + " has no event at or before "
+                               + std::to_string(at.time_ms));
+      auto replayed = storage::replay_job(*self->state.log, id, target);
+      if (!replayed)
+        return replayed.error();
+      auto xs = self->state.log->read(id, target, 1);
+      if (!xs)
+        return xs.error();
+      if (xs->empty())
+        return make_error(errc::corrupt_record, "job " + id + " event "
+                                                  + std::to_string(target)
+                                                  + " vanished");
+      auto ev = decode(id, target, xs->front().bytes);
+      if (!ev)
+        return ev.error();
+      job_at result;
+      result.state = std::move(replayed->state);
+      result.event = render(id, *ev, std::move(xs->front().bytes));
+      if (h.active())
+        result.active = *h.active();
+      return result;
+    },
+    [=](metrics_atom) -> caf::result<cluster_stats> {
+      if (auto err = catch_up(self))
+        return err;
+      auto stats = std::make_shared<cluster_stats>();
+      for (const auto& [id, h] : self->state.histories) {
+        if (h.exists()) {
+          ++stats->jobs;
+          if (h.registered())
+            ++stats->registered;
+        }
+        if (h.active())
+          ++stats->active_flows[{h.active()->kind, h.active()->state}];
+        for (const auto& [key, n] : h.counts())
+          stats->finished[key] += n;
+      }
+      stats->events = self->state.position;
+      auto rp = self->make_response_promise<cluster_stats>();
+      self->request(self->state.journal, ask_timeout, status_atom::value)
+        .then(
+          [=](journal_stats& js) mutable {
+            stats->journal_batches = js.batches;
+            stats->journal_records = js.records;
+            stats->journal_write_micros = js.write_micros;
+            stats->journal_failed = !js.failure.empty();
+            stats->journal_hist = js.hist;
+            self->request(self->state.hub, ask_timeout, status_atom::value)
+              .then(
+                [=](hub_stats& hs) mutable {
+                  stats->hub = hs;
+                  rp.deliver(std::move(*stats));
+                },
+                [=](caf::error& err) mutable { rp.deliver(err); });
+          },
+          [=](caf::error& err) mutable { rp.deliver(err); });
+      return rp;
+    },
+  };
+}
+
+} // namespace recoverd

@@ -1,0 +1,38 @@
+#pragma once
+
+#include <string>
+#include <unordered_map>
+
+#include "actors/actors.hpp"
+#include "actors/incidents.hpp"
+
+namespace recoverd {
+
+namespace storage {
+class event_log;
+} // namespace storage
+
+/// State of the INSPECTOR actor.
+struct inspector_state {
+  /// Read-only access to the log; outlives the actor.
+  const storage::event_log* log = nullptr;
+  job_registry_actor registry;
+  journal_actor journal;
+  event_hub_actor hub;
+  /// Every job's history (incidents, subscription, counts), folded from the
+  /// log's global order up to `position`; caught up before each answer.
+  std::unordered_map<std::string, job_history> histories;
+  /// Global position of the last event folded into `histories`.
+  uint64_t position = 0;
+
+  static inline const char* name = "inspector";
+};
+
+/// The INSPECTOR behaviour. Run it detached: it reads the log.
+/// @param log The event log; outlives the actor.
+inspector_actor::behavior_type
+inspector(inspector_actor::stateful_pointer<inspector_state> self,
+          const storage::event_log* log, job_registry_actor registry,
+          journal_actor journal, event_hub_actor hub);
+
+} // namespace recoverd

@@ -1,0 +1,14 @@
+#pragma once
+
+/// The inspection view of a JOB actor (kept apart from `job.cpp`, which only
+/// answers with it).
+
+#include "actors/inspection.hpp"
+#include "actors/job.hpp"
+
+namespace recoverd {
+
+/// The folded state and the open streams of a job actor's state.
+job_inspection inspect_job(const job_state& st);
+
+} // namespace recoverd

@@ -1,0 +1,63 @@
+#pragma once
+
+/// The Inspect API as HTTP/JSON (design §6) plus /metrics, on a port of its
+/// own. JSON is the proto3 JSON of protos/inspect.proto, rendered from the
+/// same `inspect_api` the gRPC service uses, so both say the same thing.
+/// Requests run on the HTTP server's own threads, which wait for the actors;
+/// no actor thread ever waits for HTTP.
+///
+///   GET /api/v1/jobs[?namespace=NS]                 ListJobs
+///   GET /api/v1/jobs/{id}                           GetJob
+///   GET /api/v1/jobs/{id}/events[?from=SEQ&limit=N] ListEvents
+///   GET /api/v1/jobs/{id}/incidents                 ListIncidents
+///   GET /api/v1/jobs/{id}/at?seq=SEQ | ?time=T      GetJobAt (T: Unix ms or
+///                                                   RFC 3339)
+///   GET /api/v1/watch[?job=ID]                      WatchEvents as
+///                                                   server-sent events
+///                                                   (at most 12 at once)
+///   GET /metrics                                    Prometheus text
+///
+/// Errors are JSON `{"error": {"code": 404, "status": "NOT_FOUND",
+/// "message": "..."}}` with the HTTP status of `to_http_status`. `?pretty=1`
+/// indents JSON answers.
+
+#include <memory>
+#include <string>
+
+#include <caf/actor_system.hpp>
+#include <caf/error.hpp>
+
+namespace recoverd {
+
+class inspect_api;
+class request_metrics;
+
+/// The HTTP server.
+class http_gateway {
+public:
+  /// @param stream_buffer Events a watch may have queued before it is ended.
+  http_gateway(const inspect_api& api, request_metrics& metrics,
+               size_t stream_buffer);
+
+  ~http_gateway();
+
+  http_gateway(const http_gateway&) = delete;
+  http_gateway& operator=(const http_gateway&) = delete;
+
+  /// Binds `listen` ("host:port"; port 0 picks a free one) and serves on a
+  /// thread of its own. Fails with a clear message when it cannot bind.
+  [[nodiscard]] caf::error start(const std::string& listen);
+
+  /// The bound port; 0 before `start`.
+  int port() const;
+
+  /// Ends open watches, stops accepting, waits for running requests.
+  /// Idempotent.
+  void stop();
+
+private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+} // namespace recoverd

@@ -1,0 +1,213 @@
+#include "services/inspect_service.hpp"
+
+#include "actors/error.hpp"
+#include "actors/job_model.hpp"
+#include "services/bridge.hpp"
+#include "services/inspect_convert.hpp"
+#include "services/stream.hpp"
+
+namespace recoverd {
+
+namespace pi = recoverd::inspection::v1;
+
+namespace {
+
+// The status of a bad job id, or OK.
+grpc::Status check_job_id(const std::string& id) {
+  return to_grpc_status(validate_job_id(id));
+}
+
+// A done function that finishes a unary reactor.
+inspect_api::done_fn finish(grpc::ServerUnaryReactor* reactor) {
+  return [reactor](const grpc::Status& st) { reactor->Finish(st); };
+}
+
+} // namespace
+
+inspect_api::inspect_api(caf::actor_system& sys, inspector_actor inspector,
+                         event_hub_actor hub)
+  : sys_(sys), inspector_(std::move(inspector)), hub_(std::move(hub)) {
+  // nop
+}
+
+void inspect_api::list_jobs(const pi::ListJobsRequest& req,
+                            pi::ListJobsResponse* resp, done_fn done) const {
+  ask_then<std::vector<job_view>>(
+    sys_, inspector_,
+    [resp](const std::vector<job_view>& xs) {
+      for (const auto& x : xs)
+        convert::to_proto(x, *resp->add_jobs());
+      return grpc::Status::OK;
+    },
+    std::move(done), list_atom::value, req.namespace_());
+}
+
+void inspect_api::get_job(const pi::GetJobRequest& req, pi::JobDetail* resp,
+                          done_fn done) const {
+  if (auto st = check_job_id(req.jobid()); !st.ok())
+    return done(st);
+  ask_then<job_view>(
+    sys_, inspector_,
+    [resp](const job_view& x) {
+      convert::to_proto(x, *resp);
+      return grpc::Status::OK;
+    },
+    std::move(done), get_atom::value, req.jobid());
+}
+
+void inspect_api::list_events(const pi::ListEventsRequest& req,
+                              pi::ListEventsResponse* resp,
+                              done_fn done) const {
+  if (auto st = check_job_id(req.jobid()); !st.ok())
+    return done(st);
+  ask_then<event_page>(
+    sys_, inspector_,
+    [resp](const event_page& x) {
+      for (const auto& ev : x.events)
+        convert::to_proto(ev, *resp->add_events());
+      resp->set_nextseq(x.next_seq);
+      resp->set_lastseq(x.last_seq);
+      return grpc::Status::OK;
+    },
+    std::move(done), events_atom::value, req.jobid(), req.fromseq(),
+    req.limit());
+}
+
+void inspect_api::list_incidents(const pi::ListIncidentsRequest& req,
+                                 pi::ListIncidentsResponse* resp,
+                                 done_fn done) const {
+  if (auto st = check_job_id(req.jobid()); !st.ok())
+    return done(st);
+  ask_then<incident_list>(
+    sys_, inspector_,
+    [resp](const incident_list& x) {
+      for (const auto& i : x.incidents)
+        convert::to_proto(i, *resp->add_incidents());
+      resp->set_lastseq(x.last_seq);
+      return grpc::Status::OK;
+    },
+    std::move(done), incidents_atom::value, req.jobid());
+}
+
+void inspect_api::get_job_at(const pi::GetJobAtRequest& req, pi::JobAt* resp,
+                             done_fn done) const {
+  if (auto st = check_job_id(req.jobid()); !st.ok())
+    return done(st);
+  history_point at;
+  switch (req.point_case()) {
+    case pi::GetJobAtRequest::kSeq:
+      at.seq = req.seq();
+      break;
+    case pi::GetJobAtRequest::kTimeMs:
+      at.by_time = true;
+      at.time_ms = req.timems();
+      break;
+    default:
+      return done({grpc::StatusCode::INVALID_ARGUMENT,
+                   "seq or timeMs: one of them is required"});
+  }
+  ask_then<job_at>(
+    sys_, inspector_,
+    [resp](const job_at& x) {
+      convert::to_proto(x, *resp);
+      return grpc::Status::OK;
+    },
+    std::move(done), at_atom::value, req.jobid(), at);
+}
+
+void inspect_api::watch_events(const pi::WatchEventsRequest& req,
+                               event_sink_ptr sink, done_fn done) const {
+  if (!req.jobid().empty()) {
+    if (auto err = validate_job_id(req.jobid())) {
+      sink->finish(err);
+      if (done)
+        done(to_grpc_status(err));
+      return;
+    }
+  }
+  if (!done)
+    done = [](const grpc::Status&) {};
+  ask_then<ok_atom>(
+    sys_, hub_, [](ok_atom) { return grpc::Status::OK; },
+    [sink, done](const grpc::Status& st) {
+      if (!st.ok())
+        sink->finish(make_error(errc::shutting_down, st.error_message()));
+      done(st);
+    },
+    watch_atom::value, req.jobid(), sink);
+}
+
+void inspect_api::cluster(
+  std::function<void(caf::expected<cluster_stats>)> done) const {
+  sys_.spawn(
+    [](caf::event_based_actor* self, inspector_actor inspector,
+       std::function<void(caf::expected<cluster_stats>)> done) {
+      self->request(inspector, edge_timeout, metrics_atom::value)
+        .then([=](cluster_stats& x) { done(std::move(x)); },
+              [=](caf::error& err) { done(std::move(err)); });
+    },
+    inspector_, std::move(done));
+}
+
+inspect_service::inspect_service(const inspect_api& api, size_t stream_buffer)
+  : api_(api), stream_buffer_(stream_buffer) {
+  // nop
+}
+
+grpc::ServerUnaryReactor*
+inspect_service::ListJobs(grpc::CallbackServerContext* ctx,
+                          const pi::ListJobsRequest* req,
+                          pi::ListJobsResponse* resp) {
+  auto* reactor = ctx->DefaultReactor();
+  api_.list_jobs(*req, resp, finish(reactor));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor*
+inspect_service::GetJob(grpc::CallbackServerContext* ctx,
+                        const pi::GetJobRequest* req, pi::JobDetail* resp) {
+  auto* reactor = ctx->DefaultReactor();
+  api_.get_job(*req, resp, finish(reactor));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor*
+inspect_service::ListEvents(grpc::CallbackServerContext* ctx,
+                            const pi::ListEventsRequest* req,
+                            pi::ListEventsResponse* resp) {
+  auto* reactor = ctx->DefaultReactor();
+  api_.list_events(*req, resp, finish(reactor));
+  return reactor;
+}
+
+grpc::ServerWriteReactor<pi::EventRecord>*
+inspect_service::WatchEvents(grpc::CallbackServerContext*,
+                             const pi::WatchEventsRequest* req) {
+  using stream_type = grpc_stream<pi::EventRecord, published_event>;
+  auto* stream = new stream_type(
+    stream_buffer_, [](const published_event& x, pi::EventRecord& out) {
+      convert::to_proto(x, out);
+    });
+  event_sink_ptr sink = stream->sink();
+  api_.watch_events(*req, std::move(sink));
+  return stream;
+}
+
+grpc::ServerUnaryReactor*
+inspect_service::ListIncidents(grpc::CallbackServerContext* ctx,
+                               const pi::ListIncidentsRequest* req,
+                               pi::ListIncidentsResponse* resp) {
+  auto* reactor = ctx->DefaultReactor();
+  api_.list_incidents(*req, resp, finish(reactor));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor*
+inspect_service::GetJobAt(grpc::CallbackServerContext* ctx,
+                          const pi::GetJobAtRequest* req, pi::JobAt* resp) {
+  auto* reactor = ctx->DefaultReactor();
+  api_.get_job_at(*req, resp, finish(reactor));
+  return reactor;
+}
+
+} // namespace recoverd

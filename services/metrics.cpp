@@ -1,0 +1,326 @@
+#include "services/metrics.hpp"
+
+#include <chrono>
+#include <cstdio>
+
+namespace recoverd {
+
+namespace {
+
+std::string escape(const std::string& x) {
+  std::string out;
+  out.reserve(x.size());
+  for (auto c : x) {
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '"')
+      out += "\\\"";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
+  }
+  return out;
+}
+
+std::string number(double x) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.9g", x);
+  return buf;
+}
+
+void family(std::string& out, const char* name, const char* type,
+            const char* help) {
+  out += "# HELP ";
+  out += name;
+  out += ' ';
+  out += help;
+  out += "\n# TYPE ";
+  out += name;
+  out += ' ';
+  out += type;
+  out += '\n';
+}
+
+using labels = std::vector<std::pair<const char*, std::string>>;
+
+void sample(std::string& out, const std::string& name, const labels& ls,
+            const std::string& value) {
+  out += name;
+  if (!ls.empty()) {
+    out += '{';
+    bool first = true;
+    for (const auto& [key, val] : ls) {
+      if (!first)
+        out += ',';
+      first = false;
+      out += key;
+      out += "=\"";
+      out += escape(val);
+      out += '"';
+    }
+    out += '}';
+  }
+  out += ' ';
+  out += value;
+  out += '\n';
+}
+
+void sample(std::string& out, const std::string& name, const labels& ls,
+            uint64_t value) {
+  sample(out, name, ls, std::to_string(value));
+}
+
+// One histogram's series from per-bucket (not cumulative) counts.
+template <class Bounds>
+void histogram_samples(std::string& out, const std::string& name,
+                       labels ls, const Bounds& bounds,
+                       const std::vector<uint64_t>& buckets, double scale,
+                       double sum, uint64_t count) {
+  uint64_t cumulative = 0;
+  size_t i = 0;
+  for (auto bound : bounds) {
+    cumulative += i < buckets.size() ? buckets[i] : 0;
+    ++i;
+    auto with = ls;
+    with.emplace_back("le", number(static_cast<double>(bound) * scale));
+    sample(out, name + "_bucket", with, cumulative);
+  }
+  auto with = ls;
+  with.emplace_back("le", "+Inf");
+  sample(out, name + "_bucket", with, count);
+  sample(out, name + "_sum", ls, number(sum));
+  sample(out, name + "_count", ls, count);
+}
+
+class metrics_interceptor final : public grpc::experimental::Interceptor {
+public:
+  metrics_interceptor(request_metrics& m, std::string method, bool streaming)
+    : metrics_(m),
+      method_(std::move(method)),
+      streaming_(streaming),
+      start_(std::chrono::steady_clock::now()) {
+    metrics_.rpc_started(method_, streaming_);
+  }
+
+  ~metrics_interceptor() override {
+    // A call that ended without sending a status was cancelled.
+    if (!recorded_)
+      record(grpc::StatusCode::CANCELLED);
+  }
+
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    using hook = grpc::experimental::InterceptionHookPoints;
+    if (methods->QueryInterceptionHookPoint(hook::PRE_SEND_STATUS))
+      record(methods->GetSendStatus().error_code());
+    methods->Proceed();
+  }
+
+private:
+  void record(grpc::StatusCode code) {
+    if (recorded_)
+      return;
+    recorded_ = true;
+    auto seconds = std::chrono::duration<double>(
+                     std::chrono::steady_clock::now() - start_)
+                     .count();
+    metrics_.rpc_finished(method_, streaming_, code, seconds);
+  }
+
+  request_metrics& metrics_;
+  std::string method_;
+  bool streaming_;
+  std::chrono::steady_clock::time_point start_;
+  bool recorded_ = false;
+};
+
+class metrics_interceptor_factory final
+  : public grpc::experimental::ServerInterceptorFactoryInterface {
+public:
+  explicit metrics_interceptor_factory(request_metrics& m) : metrics_(m) {
+    // nop
+  }
+
+  grpc::experimental::Interceptor*
+  CreateServerInterceptor(grpc::experimental::ServerRpcInfo* info) override {
+    using type = grpc::experimental::ServerRpcInfo::Type;
+    const char* method = info->method();
+    bool streaming = info->type() != type::UNARY;
+    return new metrics_interceptor(metrics_, method ? method : "unknown",
+                                   streaming);
+  }
+
+private:
+  request_metrics& metrics_;
+};
+
+} // namespace
+
+const std::vector<double>& request_metrics::latency_bounds() {
+  static const std::vector<double> bounds = {0.0005, 0.001, 0.0025, 0.005,
+                                             0.01,   0.025, 0.05,   0.1,
+                                             0.25,   0.5,   1,      2.5,
+                                             5,      10};
+  return bounds;
+}
+
+void request_metrics::rpc_started(const std::string& method, bool streaming) {
+  if (!streaming)
+    return;
+  std::lock_guard<std::mutex> guard{mtx_};
+  ++open_streams_[method];
+}
+
+void request_metrics::rpc_finished(const std::string& method, bool streaming,
+                                   grpc::StatusCode code, double seconds) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  ++calls_[{method, status_code_name(code)}];
+  if (streaming) {
+    --open_streams_[method];
+    return;
+  }
+  auto& h = latency_[method];
+  const auto& bounds = latency_bounds();
+  if (h.buckets.empty())
+    h.buckets.resize(bounds.size() + 1);
+  size_t i = 0;
+  while (i < bounds.size() && seconds > bounds[i])
+    ++i;
+  ++h.buckets[i];
+  h.sum += seconds;
+  ++h.count;
+}
+
+void request_metrics::http_finished(const std::string& route, int status) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  ++http_[{route, status}];
+}
+
+void request_metrics::render(std::string& out) const {
+  std::lock_guard<std::mutex> guard{mtx_};
+  family(out, "recoverd_grpc_requests_total", "counter",
+         "gRPC calls finished, by method and status code.");
+  for (const auto& [key, n] : calls_)
+    sample(out, "recoverd_grpc_requests_total",
+           {{"method", key.first}, {"code", key.second}}, n);
+  family(out, "recoverd_grpc_request_duration_seconds", "histogram",
+         "Latency of unary gRPC calls, by method.");
+  for (const auto& [method, h] : latency_)
+    histogram_samples(out, "recoverd_grpc_request_duration_seconds",
+                      {{"method", method}}, latency_bounds(), h.buckets, 1.0,
+                      h.sum, h.count);
+  family(out, "recoverd_grpc_open_streams", "gauge",
+         "Server streams open now, by method.");
+  for (const auto& [method, n] : open_streams_)
+    sample(out, "recoverd_grpc_open_streams", {{"method", method}},
+           std::to_string(n));
+  family(out, "recoverd_http_requests_total", "counter",
+         "HTTP requests answered, by route and status.");
+  for (const auto& [key, n] : http_)
+    sample(out, "recoverd_http_requests_total",
+           {{"route", key.first}, {"code", std::to_string(key.second)}}, n);
+}
+
+std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>
+make_metrics_interceptor(request_metrics& m) {
+  return std::make_unique<metrics_interceptor_factory>(m);
+}
+
+const char* status_code_name(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::OK:
+      return "OK";
+    case grpc::StatusCode::CANCELLED:
+      return "CANCELLED";
+    case grpc::StatusCode::UNKNOWN:
+      return "UNKNOWN";
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      return "INVALID_ARGUMENT";
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return "DEADLINE_EXCEEDED";
+    case grpc::StatusCode::NOT_FOUND:
+      return "NOT_FOUND";
+    case grpc::StatusCode::ALREADY_EXISTS:
+      return "ALREADY_EXISTS";
+    case grpc::StatusCode::PERMISSION_DENIED:
+      return "PERMISSION_DENIED";
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return "RESOURCE_EXHAUSTED";
+    case grpc::StatusCode::FAILED_PRECONDITION:
+      return "FAILED_PRECONDITION";
+    case grpc::StatusCode::ABORTED:
+      return "ABORTED";
+    case grpc::StatusCode::OUT_OF_RANGE:
+      return "OUT_OF_RANGE";
+    case grpc::StatusCode::UNIMPLEMENTED:
+      return "UNIMPLEMENTED";
+    case grpc::StatusCode::INTERNAL:
+      return "INTERNAL";
+    case grpc::StatusCode::UNAVAILABLE:
+      return "UNAVAILABLE";
+    case grpc::StatusCode::DATA_LOSS:
+      return "DATA_LOSS";
+    case grpc::StatusCode::UNAUTHENTICATED:
+      return "UNAUTHENTICATED";
+    default:
+      return "UNKNOWN";
+  }
+}
+
+std::string render_metrics(const request_metrics& requests,
+                           const cluster_stats& c) {
+  std::string out;
+  requests.render(out);
+  family(out, "recoverd_jobs", "gauge", "Jobs that exist, per the log.");
+  sample(out, "recoverd_jobs", {}, c.jobs);
+  family(out, "recoverd_jobs_registered", "gauge",
+         "Jobs registered for recovery, per the log.");
+  sample(out, "recoverd_jobs_registered", {}, c.registered);
+  family(out, "recoverd_active_flows", "gauge",
+         "Flows of the recovery machine running now, by kind and state.");
+  for (const auto& [key, n] : c.active_flows)
+    sample(out, "recoverd_active_flows",
+           {{"kind", key.first}, {"state", key.second}}, n);
+  family(out, "recoverd_flows_finished_total", "counter",
+         "Flows finished over the whole log, by kind, last strategy and "
+         "outcome.");
+  for (const auto& [key, n] : c.finished)
+    sample(out, "recoverd_flows_finished_total",
+           {{"kind", std::get<0>(key)},
+            {"strategy", std::get<1>(key)},
+            {"outcome", std::get<2>(key)}},
+           n);
+  family(out, "recoverd_log_events_total", "counter",
+         "Events in the log (its last global position).");
+  sample(out, "recoverd_log_events_total", {}, c.events);
+  family(out, "recoverd_journal_batches_total", "counter",
+         "Journal writes (one WriteBatch each) since start.");
+  sample(out, "recoverd_journal_batches_total", {}, c.journal_batches);
+  family(out, "recoverd_journal_records_total", "counter",
+         "Events written by the journal since start.");
+  sample(out, "recoverd_journal_records_total", {}, c.journal_records);
+  family(out, "recoverd_journal_batch_size", "histogram",
+         "Events per journal write (group commit).");
+  histogram_samples(out, "recoverd_journal_batch_size", {},
+                    journal_histograms::batch_bounds, c.journal_hist.batches,
+                    1.0, static_cast<double>(c.journal_records),
+                    c.journal_batches);
+  family(out, "recoverd_journal_write_seconds", "histogram",
+         "Duration of journal writes including the sync.");
+  histogram_samples(out, "recoverd_journal_write_seconds", {},
+                    journal_histograms::write_bounds, c.journal_hist.writes,
+                    1e-6, static_cast<double>(c.journal_write_micros) / 1e6,
+                    c.journal_batches);
+  family(out, "recoverd_journal_failed", "gauge",
+         "1 once a journal write failed (appends are refused).");
+  sample(out, "recoverd_journal_failed", {}, c.journal_failed ? 1 : 0);
+  family(out, "recoverd_event_watchers", "gauge",
+         "Event watchers (WatchEvents, /api/v1/watch) open now.");
+  sample(out, "recoverd_event_watchers", {}, c.hub.watchers);
+  family(out, "recoverd_event_watchers_dropped_total", "counter",
+         "Event watchers dropped for falling behind.");
+  sample(out, "recoverd_event_watchers_dropped_total", {}, c.hub.dropped);
+  return out;
+}
+
+} // namespace recoverd

@@ -1,0 +1,68 @@
+#pragma once
+
+/// The /metrics page (Prometheus text format 0.0.4): request counters and
+/// latencies recorded at the edge, plus the cluster figures the inspector
+/// computes from the log and the actors.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <grpcpp/support/server_interceptor.h>
+#include <grpcpp/support/status.h>
+
+#include "actors/inspection.hpp"
+
+namespace recoverd {
+
+/// Counters of gRPC calls and HTTP requests. Safe to use from any thread.
+class request_metrics {
+public:
+  /// Upper bounds of the latency buckets, in seconds.
+  static const std::vector<double>& latency_bounds();
+
+  /// A call of `method` began; `streaming` for server-streaming calls.
+  void rpc_started(const std::string& method, bool streaming);
+
+  /// A call of `method` ended with `code` after `seconds` (latency is
+  /// recorded for unary calls only).
+  void rpc_finished(const std::string& method, bool streaming,
+                    grpc::StatusCode code, double seconds);
+
+  /// An HTTP request for `route` was answered with `status`.
+  void http_finished(const std::string& route, int status);
+
+  /// Appends this object's series to `out`.
+  void render(std::string& out) const;
+
+private:
+  struct histogram {
+    std::vector<uint64_t> buckets; // not cumulative; last is +Inf
+    double sum = 0;
+    uint64_t count = 0;
+  };
+
+  mutable std::mutex mtx_;
+  std::map<std::pair<std::string, std::string>, uint64_t> calls_;
+  std::map<std::string, histogram> latency_;
+  std::map<std::string, int64_t> open_streams_;
+  std::map<std::pair<std::string, int>, uint64_t> http_;
+};
+
+/// A server interceptor factory that records every call into `m`, which
+/// must outlive the server.
+std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>
+make_metrics_interceptor(request_metrics& m);
+
+/// Name of a gRPC status code, e.g. "NOT_FOUND".
+const char* status_code_name(grpc::StatusCode code);
+
+/// The whole /metrics page.
+std::string render_metrics(const request_metrics& requests,
+                           const cluster_stats& cluster);
+
+} // namespace recoverd

@@ -1,0 +1,624 @@
+// The Inspect API over real loopback gRPC and HTTP: every RPC and route, the
+// incidents of a recovery driven with a pinned clock, replay to a point
+// against the live state recorded at that point, watches, /metrics and the
+// gRPC health service.
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <future>
+#include <thread>
+
+#include <google/protobuf/util/message_differencer.h>
+#include <google/protobuf/util/time_util.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "actors/error.hpp"
+#include "actors/recovery.hpp"
+#include "agent.hpp"
+#include "fixtures/temp_dir.hpp"
+#include "inspect.grpc.pb.h"
+#include "platform.grpc.pb.h"
+#include "services/app.hpp"
+#include "services/inspect_convert.hpp"
+
+using namespace recoverd;
+namespace pb = recoverd::platform::v1;
+namespace pi = recoverd::inspection::v1;
+using namespace std::chrono_literals;
+using json = nlohmann::json;
+
+namespace {
+
+constexpr int64_t t0 = 1'700'000'000'000;
+
+/// A daemon with an HTTP port and a clock the test moves.
+struct inspect_fixture {
+  test::temp_dir dir;
+  std::shared_ptr<std::atomic<int64_t>> now
+    = std::make_shared<std::atomic<int64_t>>(t0);
+  std::unique_ptr<app> daemon;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<pb::Platform::Stub> platform;
+  std::unique_ptr<pi::Inspect::Stub> inspect;
+  std::unique_ptr<httplib::Client> http;
+
+  explicit inspect_fixture(size_t stream_buffer = 1024) {
+    app_options opts;
+    opts.listen = "127.0.0.1:0";
+    opts.http_listen = "127.0.0.1:0";
+    opts.data_dir = dir / "db";
+    opts.worker_threads = 2;
+    opts.registry.job.stream_buffer = stream_buffer;
+    auto clock = now;
+    opts.registry.job.clock = [clock] { return clock->load(); };
+    auto& w = opts.registry.job.waits;
+    w.report = 5s;
+    w.notify = 5s;
+    w.fault_flush = 0ms;
+    w.resource_release = 0ms;
+    w.hccl_convergence = 0ms;
+    w.restart_all = 0ms;
+    w.recover_in_place = 0ms;
+    w.poll = 20ms;
+    auto x = app::start(opts);
+    REQUIRE_MESSAGE(x, (x ? "" : message_of(x.error())));
+    daemon = std::move(*x);
+    REQUIRE(daemon->http_port() > 0);
+    channel = grpc::CreateChannel(daemon->address(),
+                                  grpc::InsecureChannelCredentials());
+    platform = pb::Platform::NewStub(channel);
+    inspect = pi::Inspect::NewStub(channel);
+    http = std::make_unique<httplib::Client>("127.0.0.1",
+                                             daemon->http_port());
+    http->set_read_timeout(10, 0);
+  }
+
+  static std::unique_ptr<grpc::ClientContext> ctx() {
+    auto c = std::make_unique<grpc::ClientContext>();
+    c->set_deadline(std::chrono::system_clock::now() + 10s);
+    return c;
+  }
+
+  void put(const std::string& id) {
+    pb::PutJobRequest req;
+    auto* spec = req.mutable_spec();
+    spec->set_jobid(id);
+    spec->set_name("train");
+    spec->set_processrecoverenable(true);
+    spec->add_recoverstrategies("recover");
+    spec->add_recoverstrategies("dump");
+    for (int p = 0; p < 2; ++p) {
+      auto* pod = spec->add_pods();
+      pod->set_podrank(p);
+      pod->set_uid("uid-" + std::to_string(p));
+      pod->set_nodename("node-" + std::to_string(p));
+      pod->set_running(true);
+      for (int d = 0; d < 8; ++d) {
+        auto* dev = pod->add_devices();
+        dev->set_deviceid(std::to_string(d));
+        dev->set_rankid(std::to_string(p * 8 + d));
+      }
+    }
+    pb::PutJobResponse resp;
+    auto c = ctx();
+    auto st = platform->PutJob(c.get(), req, &resp);
+    REQUIRE_MESSAGE(st.ok(), st.error_message());
+  }
+
+  void annotate(const std::string& id, const std::string& key,
+                const std::string& value) {
+    pb::SetAnnotationsRequest req;
+    req.set_jobid(id);
+    (*req.mutable_set())[key] = value;
+    pb::Annotations resp;
+    auto c = ctx();
+    auto st = platform->SetAnnotations(c.get(), req, &resp);
+    REQUIRE_MESSAGE(st.ok(), st.error_message());
+  }
+
+  grpc::Status try_get(const std::string& id, pi::JobDetail& out) {
+    pi::GetJobRequest req;
+    req.set_jobid(id);
+    auto c = ctx();
+    return inspect->GetJob(c.get(), req, &out);
+  }
+
+  pi::JobDetail get(const std::string& id) {
+    pi::JobDetail out;
+    auto st = try_get(id, out);
+    REQUIRE_MESSAGE(st.ok(), st.error_message());
+    return out;
+  }
+
+  grpc::Status at(const std::string& id, std::optional<uint64_t> seq,
+                  std::optional<int64_t> time, pi::JobAt& out) {
+    pi::GetJobAtRequest req;
+    req.set_jobid(id);
+    if (seq)
+      req.set_seq(*seq);
+    if (time)
+      req.set_timems(*time);
+    auto c = ctx();
+    return inspect->GetJobAt(c.get(), req, &out);
+  }
+
+  grpc::Status events(const std::string& id, uint64_t from, uint32_t limit,
+                      pi::ListEventsResponse& out) {
+    pi::ListEventsRequest req;
+    req.set_jobid(id);
+    req.set_fromseq(from);
+    req.set_limit(limit);
+    auto c = ctx();
+    return inspect->ListEvents(c.get(), req, &out);
+  }
+
+  grpc::Status incidents(const std::string& id,
+                         pi::ListIncidentsResponse& out) {
+    pi::ListIncidentsRequest req;
+    req.set_jobid(id);
+    auto c = ctx();
+    return inspect->ListIncidents(c.get(), req, &out);
+  }
+
+  void wait_state(const std::string& id, const std::string& state) {
+    for (int i = 0; i < 500; ++i) {
+      if (get(id).state().recovery().state() == state)
+        return;
+      std::this_thread::sleep_for(10ms);
+    }
+    REQUIRE(get(id).state().recovery().state() == state);
+  }
+
+  httplib::Result get_http(const std::string& path) {
+    auto res = http->Get(path.c_str());
+    REQUIRE_MESSAGE(res, "no HTTP answer for " << path);
+    return res;
+  }
+
+  std::string metrics() {
+    auto res = get_http("/metrics");
+    REQUIRE(res->status == 200);
+    return res->body;
+  }
+
+  // True once /metrics has a line starting with `line` (within ~5 s: the
+  // HTTP counter is updated just after the answer is sent).
+  bool has_metric(const std::string& line) {
+    for (int i = 0; i < 500; ++i) {
+      if (metrics().find("\n" + line) != std::string::npos)
+        return true;
+      std::this_thread::sleep_for(10ms);
+    }
+    return false;
+  }
+
+  // Waits until /metrics has a line starting with `line`.
+  void wait_metric(const std::string& line) {
+    REQUIRE_MESSAGE(has_metric(line), "no metric line " << line);
+  }
+};
+
+std::string diff(const google::protobuf::Message& x,
+                 const google::protobuf::Message& y) {
+  google::protobuf::util::MessageDifferencer d;
+  std::string out;
+  d.ReportDifferencesToString(&out);
+  d.Compare(x, y);
+  return out;
+}
+
+int http_error(httplib::Result& res, std::string* status = nullptr) {
+  auto body = json::parse(res->body);
+  if (status != nullptr)
+    *status = body["error"]["status"].get<std::string>();
+  CHECK(body["error"]["code"].get<int>() == res->status);
+  CHECK_FALSE(body["error"]["message"].get<std::string>().empty());
+  return res->status;
+}
+
+} // namespace
+
+TEST_CASE("inspect: a recovery through Inspect and HTTP: incidents with "
+          "phase durations, replay equals the live state at that point") {
+  inspect_fixture fx;
+  fx.put("job");
+  agent::client agent{fx.daemon->address(), "job"};
+  REQUIRE(agent.init_clusterd().code() == 0);
+  agent.start_subscribe();
+  for (int i = 0; i < 200 && !fx.get("job").subscribers().attached(); ++i)
+    std::this_thread::sleep_for(5ms);
+  REQUIRE(fx.get("job").subscribers().attached());
+  grpc::ClientContext wctx;
+  pi::WatchEventsRequest wreq;
+  wreq.set_jobid("job");
+  auto watch = fx.inspect->WatchEvents(&wctx, wreq);
+  fx.wait_metric("recoverd_event_watchers 1");
+  auto first_watched = fx.get("job").seq() + 1;
+
+  MESSAGE("fault at t0, stop at +100 ms, strategy at +300, result at +600");
+  CHECK(agent.report_process_fault({{"8", "1"}}).code() == 0);
+  auto stop = agent.next_signal(5s);
+  REQUIRE(stop);
+  CHECK(stop->signaltype() == "stopTrain");
+  fx.wait_state("job", st::wait_stop_complete);
+  *fx.now += 100;
+  CHECK(agent.report_stop_complete(0).code() == 0);
+  auto global = agent.next_signal(5s);
+  REQUIRE(global);
+  CHECK(global->signaltype() == "globalFault");
+  fx.wait_state("job", st::wait_recover_strategy);
+  auto mid = fx.get("job");
+  CHECK(mid.waitingfor() == "strategy");
+  REQUIRE(mid.has_activeflow());
+  CHECK(mid.activeflow().active());
+  CHECK(mid.activeflow().phases_size() == 2);
+  CHECK(fx.metrics().find("\nrecoverd_active_flows{kind=\"recovery\",state=\""
+                          + std::string{st::wait_recover_strategy} + "\"} 1")
+        != std::string::npos);
+  *fx.now += 200;
+  CHECK(agent.report_recover_strategy({"recover", "dump"}).code() == 0);
+  auto change = agent.next_signal(5s);
+  REQUIRE(change);
+  CHECK(change->changestrategy() == "recover");
+  fx.wait_state("job", st::wait_process_recover_status);
+  *fx.now += 300;
+  CHECK(agent.report_recover_status(0, "recover").code() == 0);
+  fx.wait_state("job", "INIT");
+  auto done = fx.get("job");
+
+  MESSAGE("replay to the recorded points equals the live states then");
+  pi::JobAt at;
+  REQUIRE(fx.at("job", mid.seq(), {}, at).ok());
+  CHECK(at.seq() == mid.seq());
+  CHECK_MESSAGE(google::protobuf::util::MessageDifferencer::Equals(
+                  at.state(), mid.state()),
+                diff(at.state(), mid.state()));
+  CHECK(at.event().seq() == mid.seq());
+  REQUIRE(at.has_activeflow());
+  CHECK(at.activeflow().state() == st::wait_recover_strategy);
+  pi::JobAt at_time;
+  REQUIRE(fx.at("job", {}, t0 + 100, at_time).ok());
+  CHECK(at_time.seq() == mid.seq());
+  CHECK(google::protobuf::util::MessageDifferencer::Equals(at_time.state(),
+                                                           mid.state()));
+  pi::JobAt at_end;
+  REQUIRE(fx.at("job", done.seq(), {}, at_end).ok());
+  CHECK_MESSAGE(google::protobuf::util::MessageDifferencer::Equals(
+                  at_end.state(), done.state()),
+                diff(at_end.state(), done.state()));
+  CHECK_FALSE(google::protobuf::util::MessageDifferencer::Equals(
+    at_end.state(), mid.state()));
+
+  MESSAGE("one incident with its phases and their durations");
+  pi::ListIncidentsResponse incidents;
+  REQUIRE(fx.incidents("job", incidents).ok());
+  REQUIRE(incidents.incidents_size() == 1);
+  const auto& x = incidents.incidents(0);
+  CHECK(x.kind() == "recovery");
+  CHECK_FALSE(x.active());
+  CHECK(x.uuid() == stop->uuid());
+  CHECK(x.strategy() == "recover");
+  CHECK(x.outcome() == "recover-success");
+  CHECK(x.startedms() == t0);
+  CHECK(x.endedms() == t0 + 600);
+  CHECK(x.durationms() == 600);
+  CHECK(x.faultranks(0) == "8");
+  std::vector<std::tuple<std::string, int64_t, int64_t>> phases;
+  for (const auto& p : x.phases())
+    phases.emplace_back(p.name(), p.sincestartms(), p.durationms());
+  CHECK(phases
+        == std::vector<std::tuple<std::string, int64_t, int64_t>>{
+          {"fault_seen", 0, 0},
+          {"stop_acknowledged", 100, 100},
+          {"strategy_decided", 300, 200},
+          {"result", 600, 300}});
+
+  MESSAGE("ListEvents pages through everything; phases sit on their events");
+  std::vector<pi::EventRecord> all;
+  for (uint64_t next = 1; next != 0;) {
+    pi::ListEventsResponse page;
+    REQUIRE(fx.events("job", next, 7, page).ok());
+    REQUIRE(page.events_size() > 0);
+    CHECK(page.events_size() <= 7);
+    for (const auto& e : page.events())
+      all.push_back(e);
+    next = page.nextseq();
+  }
+  REQUIRE(all.size() == done.seq());
+  for (size_t i = 0; i < all.size(); ++i) {
+    CHECK(all[i].seq() == i + 1);
+    CHECK(all[i].event().seq() == i + 1);
+    CHECK_FALSE(all[i].summary().empty());
+  }
+  CHECK(all[0].kind() == "job_put");
+  for (const auto& p : x.phases())
+    CHECK(all[p.seq() - 1].timems() == p.timems());
+  CHECK(all[x.firstseq() - 1].summary().find("faultOccur") == 0);
+
+  MESSAGE("the watch saw every event after it started, in order");
+  for (auto seq = first_watched; seq <= done.seq(); ++seq) {
+    pi::EventRecord e;
+    REQUIRE(watch->Read(&e));
+    CHECK(e.jobid() == "job");
+    CHECK(e.seq() == seq);
+    CHECK(e.position() > 0);
+    CHECK(e.summary() == all[seq - 1].summary());
+  }
+  wctx.TryCancel();
+  watch->Finish();
+
+  MESSAGE("ListJobs and GetJob");
+  pi::ListJobsResponse jobs;
+  {
+    auto c = inspect_fixture::ctx();
+    REQUIRE(fx.inspect->ListJobs(c.get(), {}, &jobs).ok());
+  }
+  REQUIRE(jobs.jobs_size() == 1);
+  CHECK(jobs.jobs(0).jobid() == "job");
+  CHECK(jobs.jobs(0).recoverystate() == "INIT");
+  CHECK(jobs.jobs(0).subscribed());
+  CHECK(jobs.jobs(0).flows() == 1);
+  CHECK_FALSE(jobs.jobs(0).has_activeflow());
+  CHECK(jobs.jobs(0).lastincident().outcome() == "recover-success");
+  CHECK(done.subscribers().attached());
+  CHECK(done.subscribers().generation() == 1);
+  CHECK(done.subscribers().role() == "agent");
+  CHECK_FALSE(done.subscribers().peer().empty());
+  CHECK(done.waitingfor().empty());
+  CHECK(done.state().spec().pods_size() == 2);
+  CHECK(done.lastincident().durationms() == 600);
+
+  MESSAGE("HTTP says the same as gRPC");
+  auto res = fx.get_http("/api/v1/jobs/job/incidents");
+  CHECK(res->status == 200);
+  CHECK(json::parse(res->body) == json::parse(convert::to_json(incidents)));
+  res = fx.get_http("/api/v1/jobs/job/at?seq=" + std::to_string(mid.seq()));
+  CHECK(res->status == 200);
+  CHECK(json::parse(res->body) == json::parse(convert::to_json(at)));
+  using google::protobuf::util::TimeUtil;
+  auto rfc3339 = TimeUtil::ToString(TimeUtil::MillisecondsToTimestamp(t0 + 100));
+  res = fx.get_http("/api/v1/jobs/job/at?time=" + rfc3339);
+  CHECK(res->status == 200);
+  CHECK(json::parse(res->body)["seq"] == std::to_string(mid.seq()));
+  res = fx.get_http("/api/v1/jobs");
+  CHECK(res->status == 200);
+  CHECK(json::parse(res->body) == json::parse(convert::to_json(jobs)));
+  res = fx.get_http("/api/v1/jobs/job?pretty=1");
+  CHECK(res->status == 200);
+  CHECK(res->body.find("\n") != std::string::npos);
+  auto detail = json::parse(res->body);
+  CHECK(detail["jobId"] == "job");
+  CHECK(detail["subscribers"]["attached"] == true);
+  CHECK(detail["lastIncident"]["outcome"] == "recover-success");
+  res = fx.get_http("/api/v1/jobs/job/events?from=2&limit=3");
+  CHECK(res->status == 200);
+  auto page = json::parse(res->body);
+  REQUIRE(page["events"].size() == 3);
+  CHECK(page["events"][0]["seq"] == "2");
+  CHECK(page["nextSeq"] == "5");
+
+  MESSAGE("/metrics has the expected series");
+  for (const auto& line : std::vector<std::string>{
+         "recoverd_grpc_requests_total{method=\"/Recover/ReportStopComplete\","
+        "code=\"OK\"} 1",
+        "recoverd_grpc_request_duration_seconds_count{method=\"/"
+        "recoverd.inspection.v1.Inspect/GetJobAt\"} 3",
+        "recoverd_grpc_open_streams{method=\"/Recover/"
+        "SubscribeProcessManageSignal\"} 1",
+        "recoverd_flows_finished_total{kind=\"recovery\",strategy=\"recover\","
+        "outcome=\"recover-success\"} 1",
+        "recoverd_jobs 1", "recoverd_jobs_registered 1",
+        "recoverd_http_requests_total{route=\"/api/v1/jobs/{id}/incidents\","
+        "code=\"200\"} 1",
+        "recoverd_log_events_total " + std::to_string(done.seq()),
+        "recoverd_journal_batch_size_bucket{le=\"+Inf\"}",
+        "recoverd_journal_write_seconds_count"})
+    CHECK_MESSAGE(fx.has_metric(line), line);
+  auto text = fx.metrics();
+  CHECK(text.find("\nrecoverd_active_flows{") == std::string::npos);
+  CHECK(text.find("# TYPE recoverd_grpc_request_duration_seconds histogram")
+        != std::string::npos);
+}
+
+TEST_CASE("inspect: bad input is refused clearly, unknown jobs are "
+          "NOT_FOUND, deleted jobs keep their history") {
+  inspect_fixture fx;
+  fx.put("gone");
+  {
+    pb::JobRef ref;
+    ref.set_jobid("gone");
+    pb::DeleteJobResponse resp;
+    auto c = inspect_fixture::ctx();
+    REQUIRE(fx.platform->DeleteJob(c.get(), ref, &resp).ok());
+  }
+  pi::JobDetail detail;
+  CHECK(fx.try_get("", detail).error_code()
+        == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(fx.try_get("missing", detail).error_code()
+        == grpc::StatusCode::NOT_FOUND);
+  CHECK(fx.try_get("gone", detail).error_code()
+        == grpc::StatusCode::NOT_FOUND);
+  pi::ListEventsResponse page;
+  CHECK(fx.events("missing", 1, 10, page).error_code()
+        == grpc::StatusCode::NOT_FOUND);
+  REQUIRE(fx.events("gone", 0, 0, page).ok());
+  CHECK(page.events_size() == 2);
+  CHECK(page.events(1).kind() == "job_deleted");
+  CHECK(page.nextseq() == 0);
+  CHECK(page.lastseq() == 2);
+  pi::ListIncidentsResponse incidents;
+  CHECK(fx.incidents("missing", incidents).error_code()
+        == grpc::StatusCode::NOT_FOUND);
+  REQUIRE(fx.incidents("gone", incidents).ok());
+  CHECK(incidents.incidents_size() == 0);
+  pi::JobAt at;
+  auto st = fx.at("gone", {}, {}, at);
+  CHECK(st.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(st.error_message().find("seq or timeMs") != std::string::npos);
+  CHECK(fx.at("gone", 0, {}, at).error_code()
+        == grpc::StatusCode::INVALID_ARGUMENT);
+  st = fx.at("gone", 3, {}, at);
+  CHECK(st.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(st.error_message().find("last event 2") != std::string::npos);
+  CHECK(fx.at("gone", {}, t0 - 1, at).error_code()
+        == grpc::StatusCode::INVALID_ARGUMENT);
+  REQUIRE(fx.at("gone", 1, {}, at).ok());
+  CHECK(at.state().exists());
+  REQUIRE(fx.at("gone", {}, t0, at).ok());
+  CHECK(at.seq() == 2);
+  CHECK_FALSE(at.state().exists());
+
+  MESSAGE("over HTTP: 400 and 404 with a JSON error");
+  std::string status;
+  auto res = fx.get_http("/api/v1/jobs/missing");
+  CHECK(http_error(res, &status) == 404);
+  CHECK(status == "NOT_FOUND");
+  res = fx.get_http("/api/v1/jobs/gone/events?from=abc");
+  CHECK(http_error(res, &status) == 400);
+  CHECK(status == "INVALID_ARGUMENT");
+  CHECK(res->body.find("from: ") != std::string::npos);
+  res = fx.get_http("/api/v1/jobs/gone/events?limit=-1");
+  CHECK(http_error(res) == 400);
+  res = fx.get_http("/api/v1/jobs/gone/at");
+  CHECK(http_error(res) == 400);
+  res = fx.get_http("/api/v1/jobs/gone/at?seq=1&time=1");
+  CHECK(http_error(res) == 400);
+  res = fx.get_http("/api/v1/jobs/gone/at?time=yesterday");
+  CHECK(http_error(res) == 400);
+  res = fx.get_http("/api/v1/jobs/gone/at?seq=9");
+  CHECK(http_error(res) == 400);
+  res = fx.get_http("/api/v1/jobs/missing/incidents");
+  CHECK(http_error(res) == 404);
+  res = fx.get_http("/api/v1/watch?job=%01");
+  CHECK(http_error(res) == 400);
+  res = fx.get_http("/api/v2/whatever");
+  CHECK(http_error(res, &status) == 404);
+  res = fx.get_http("/api/v1/jobs/gone/events");
+  CHECK(res->status == 200);
+  CHECK(json::parse(res->body)["events"].size() == 2);
+  CHECK(fx.has_metric("recoverd_grpc_requests_total{method=\"/"
+                      "recoverd.inspection.v1.Inspect/GetJob\",code=\""
+                      "NOT_FOUND\"} 2"));
+  CHECK(fx.has_metric("recoverd_http_requests_total{route=\"/api/v1/jobs/"
+                      "{id}/at\",code=\"400\"} 4"));
+}
+
+TEST_CASE("inspect: watches per job and cluster-wide, server-sent events, "
+          "and a slow watcher is dropped with RESOURCE_EXHAUSTED") {
+  inspect_fixture fx{8};
+  grpc::ClientContext a_ctx;
+  pi::WatchEventsRequest a_req;
+  a_req.set_jobid("a");
+  auto watch_a = fx.inspect->WatchEvents(&a_ctx, a_req);
+  grpc::ClientContext all_ctx;
+  auto watch_all = fx.inspect->WatchEvents(&all_ctx, {});
+  // Server-sent events for job b on an HTTP thread of the test.
+  std::promise<std::string> sse_promise;
+  auto sse_result = sse_promise.get_future();
+  std::thread sse{[&] {
+    httplib::Client c{"127.0.0.1", fx.daemon->http_port()};
+    c.set_read_timeout(10, 0);
+    std::string got;
+    auto res = c.Get("/api/v1/watch?job=b",
+                     [&](const char* data, size_t n) {
+                       got.append(data, n);
+                       // Done once an event for b came in full.
+                       return got.find("\"jobId\":\"b\"") == std::string::npos
+                              || got.find("\n\n", got.find("event: event"))
+                                   == std::string::npos;
+                     });
+    sse_promise.set_value(got);
+  }};
+  fx.wait_metric("recoverd_event_watchers 3");
+  fx.put("a");
+  fx.put("b");
+  fx.annotate("a", "k", "1");
+  fx.annotate("b", "k", "2");
+  for (uint64_t seq = 1; seq <= 2; ++seq) {
+    pi::EventRecord e;
+    REQUIRE(watch_a->Read(&e));
+    CHECK(e.jobid() == "a");
+    CHECK(e.seq() == seq);
+  }
+  std::map<std::string, uint64_t> seen;
+  uint64_t position = 0;
+  for (int i = 0; i < 4; ++i) {
+    pi::EventRecord e;
+    REQUIRE(watch_all->Read(&e));
+    CHECK(e.position() > position);
+    position = e.position();
+    CHECK(e.seq() == ++seen[e.jobid()]);
+  }
+  CHECK(seen == std::map<std::string, uint64_t>{{"a", 2}, {"b", 2}});
+  REQUIRE(sse_result.wait_for(10s) == std::future_status::ready);
+  sse.join();
+  auto got = sse_result.get();
+  CHECK(got.rfind(": watching\n\n", 0) == 0);
+  auto data = got.find("data: ");
+  REQUIRE(data != std::string::npos);
+  auto record = json::parse(got.substr(data + 6, got.find('\n', data) - data - 6));
+  CHECK(record["jobId"] == "b");
+  CHECK(record["seq"] == "1");
+  CHECK(record["kind"] == "job_put");
+  CHECK(got.find("\"jobId\":\"a\"") == std::string::npos);
+  a_ctx.TryCancel();
+  watch_a->Finish();
+  all_ctx.TryCancel();
+  watch_all->Finish();
+  fx.wait_metric("recoverd_event_watchers 0");
+
+  MESSAGE("a watcher that does not read falls behind and is dropped");
+  grpc::ChannelArguments args;
+  // Keep the flow-control window small, so unread events pile up here.
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  auto slow_channel = grpc::CreateCustomChannel(
+    fx.daemon->address(), grpc::InsecureChannelCredentials(), args);
+  auto slow_stub = pi::Inspect::NewStub(slow_channel);
+  grpc::ClientContext slow_ctx;
+  slow_ctx.set_deadline(std::chrono::system_clock::now() + 30s);
+  auto slow = slow_stub->WatchEvents(&slow_ctx, a_req);
+  fx.wait_metric("recoverd_event_watchers 1");
+  std::string big(100 * 1024, 'x');
+  for (int i = 0; i < 24; ++i) {
+    big[0] = static_cast<char>('a' + i % 2);
+    fx.annotate("a", "big", big);
+  }
+  pi::EventRecord e;
+  int read = 0;
+  while (slow->Read(&e))
+    ++read;
+  auto st = slow->Finish();
+  CHECK(st.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
+  CHECK(read < 24);
+  CHECK(fx.has_metric("recoverd_event_watchers_dropped_total 1"));
+  CHECK(fx.has_metric("recoverd_event_watchers 0"));
+}
+
+TEST_CASE("health: the standard gRPC health service answers SERVING") {
+  inspect_fixture fx;
+  grpc::GenericStub stub{fx.channel};
+  // grpc.health.v1.HealthCheckRequest{service: ""} encodes as no bytes.
+  grpc::ByteBuffer request;
+  grpc::Slice empty;
+  request = grpc::ByteBuffer(&empty, 1);
+  grpc::ByteBuffer response;
+  grpc::ClientContext c;
+  c.set_deadline(std::chrono::system_clock::now() + 10s);
+  std::promise<grpc::Status> done;
+  stub.UnaryCall(&c, "/grpc.health.v1.Health/Check", grpc::StubOptions{},
+                 &request, &response,
+                 [&](grpc::Status st) { done.set_value(std::move(st)); });
+  auto st = done.get_future().get();
+  REQUIRE_MESSAGE(st.ok(), st.error_message());
+  std::vector<grpc::Slice> slices;
+  REQUIRE(response.Dump(&slices).ok());
+  std::string bytes;
+  for (const auto& s : slices)
+    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  // HealthCheckResponse{status: SERVING (1)}: field 1, varint 1.
+  CHECK(bytes == std::string{"\x08\x01", 2});
+}
