@@ -71,12 +71,18 @@ using journal_actor = caf::typed_actor<
                   std::vector<snapshot_record>>::with<uint64_t>,
   // Makes everything accepted so far durable.
   caf::replies_to<flush_atom>::with<ok_atom>,
+  // Removes the history of deleted jobs; replies once it is removed. The
+  // order is examined in steps between appends, so appends do not wait for
+  // the whole scan.
+  caf::replies_to<purge_atom, std::vector<purge_target>>::with<purge_stats>,
   // Reports counters.
   caf::replies_to<status_atom>::with<journal_stats>,
   // Writes what is pending (self-sent).
   caf::reacts_to<commit_atom>,
   // Periodic WAL sync under the batch policy (self-sent).
-  caf::reacts_to<sync_atom>>;
+  caf::reacts_to<sync_atom>,
+  // The next step of the oldest purge (self-sent).
+  caf::reacts_to<purgestep_atom>>;
 
 /// A JOB: one per job. Owns the job's state (the fold of its events), its
 /// agent stream, its annotation watchers and its timers.
@@ -145,7 +151,13 @@ using job_registry_actor = caf::typed_actor<
   caf::replies_to<worker_atom, std::string, switch_sink_ptr>::with<ok_atom>,
   caf::replies_to<om_atom, std::string, om_sink_ptr>::with<ok_atom>,
   // Ends every stream of every job (daemon shutdown).
-  caf::replies_to<shutdown_atom>::with<ok_atom>>;
+  caf::replies_to<shutdown_atom>::with<ok_atom>,
+  // Removes the history of jobs deleted longer ago than the retention now;
+  // replies with what was removed.
+  caf::replies_to<purge_atom>::with<purge_stats>,
+  // The same, at start-up and then every retention sweep interval
+  // (self-sent).
+  caf::reacts_to<sweep_atom>>;
 
 } // namespace recoverd
 

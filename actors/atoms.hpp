@@ -55,6 +55,12 @@ using switch_atom = caf::atom_constant<caf::atom("switchnic")>;
 using worker_atom = caf::atom_constant<caf::atom("worker")>;
 /// An operator stream for O&M messages.
 using om_atom = caf::atom_constant<caf::atom("omwatch")>;
+/// Remove the history of deleted jobs (journal).
+using purge_atom = caf::atom_constant<caf::atom("purge")>;
+/// Journal: examine the next part of the order for a purge (self-sent).
+using purgestep_atom = caf::atom_constant<caf::atom("purgestep")>;
+/// Registry: look for deleted jobs past their retention (self-sent timer).
+using sweep_atom = caf::atom_constant<caf::atom("sweep")>;
 /// Component status (introspection).
 using status_atom = caf::atom_constant<caf::atom("status")>;
 

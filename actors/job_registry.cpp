@@ -59,12 +59,65 @@ void fan_out(self_ptr self, Each each, Done done, Ts... xs) {
         });
 }
 
+// Removes the history of the jobs deleted longer ago than the retention,
+// then forgets that they existed; calls `done` with what was removed or with
+// the error.
+template <class Done>
+void sweep(self_ptr self, Done done) {
+  auto& st = self->state;
+  if (!st.purging.empty()) {
+    done(purge_stats{}); // the previous sweep is still running
+    return;
+  }
+  auto now = st.cfg.job.clock();
+  std::vector<purge_target> targets;
+  for (const auto& [id, d] : st.deleted)
+    if (now - d.deleted_at_ms > st.cfg.retention.count())
+      targets.push_back({id, d.seq});
+  if (targets.empty()) {
+    done(purge_stats{});
+    return;
+  }
+  for (const auto& t : targets)
+    st.purging.insert(t.job_id);
+  self->request(st.journal, caf::infinite, purge_atom::value, targets)
+    .then(
+      [=](purge_stats& stats) mutable {
+        auto& st = self->state;
+        for (const auto& t : targets) {
+          st.purging.erase(t.job_id);
+          auto i = st.deleted.find(t.job_id);
+          // Unless re-created and deleted again meanwhile.
+          if (i != st.deleted.end() && i->second.seq == t.up_to_seq)
+            st.deleted.erase(i);
+        }
+        ES_INFO("job_registry removed the history of {} jobs deleted more "
+                "than {:.1f} h ago: {} events, {} index entries, {} "
+                "snapshots",
+                targets.size(),
+                std::chrono::duration<double, std::ratio<3600>>(
+                  st.cfg.retention)
+                  .count(),
+                stats.events, stats.index_entries, stats.snapshots);
+        done(stats);
+      },
+      [=](caf::error& err) mutable {
+        // Still remembered as deleted; the next sweep tries again.
+        for (const auto& t : targets)
+          self->state.purging.erase(t.job_id);
+        ES_WARN("job_registry could not remove the history of {} deleted "
+                "jobs: {}",
+                targets.size(), message_of(err));
+        done(err);
+      });
+}
+
 } // namespace
 
 job_registry_actor::behavior_type
 job_registry(job_registry_actor::stateful_pointer<job_registry_state> self,
              registry_config cfg, journal_actor journal,
-             std::vector<job_model> initial, std::vector<std::string> deleted,
+             std::vector<job_model> initial, std::vector<deleted_job> deleted,
              const storage::event_log* log) {
   if (auto err = validate(cfg)) {
     self->quit(err);
@@ -74,7 +127,10 @@ job_registry(job_registry_actor::stateful_pointer<job_registry_state> self,
   st.cfg = std::move(cfg);
   st.journal = std::move(journal);
   st.log = log;
-  st.deleted = {deleted.begin(), deleted.end()};
+  for (auto& d : deleted) {
+    auto id = d.job_id;
+    st.deleted.emplace(std::move(id), std::move(d));
+  }
   if (initial.size() > st.cfg.max_jobs)
     ES_WARN("job_registry holds {} jobs from the log, more than the cap of "
             "{}; new jobs are refused until some are deleted",
@@ -84,6 +140,8 @@ job_registry(job_registry_actor::stateful_pointer<job_registry_state> self,
       st.registered.insert(m.spec.job_id);
     spawn_job(self, std::move(m));
   }
+  // Retention: once now, at start-up, then periodically.
+  self->send(self, sweep_atom::value);
   return {
     [=](put_atom, job_spec& spec) -> caf::result<put_result> {
       if (auto err = validate(spec))
@@ -91,6 +149,11 @@ job_registry(job_registry_actor::stateful_pointer<job_registry_state> self,
       if (auto* hdl = find(self, spec.job_id))
         return self->delegate(*hdl, put_atom::value, std::move(spec));
       auto& st = self->state;
+      if (st.purging.count(spec.job_id) > 0)
+        return make_error(errc::overloaded,
+                          "job " + spec.job_id
+                            + " was deleted and its old history is being "
+                              "removed right now; retry in a moment");
       if (st.jobs.size() >= st.cfg.max_jobs)
         return make_error(errc::job_cap_reached,
                           "job cap of " + std::to_string(st.cfg.max_jobs)
@@ -136,7 +199,7 @@ job_registry(job_registry_actor::stateful_pointer<job_registry_state> self,
             if (i != st.jobs.end() && i->second == target)
               st.jobs.erase(i);
             st.registered.erase(id);
-            st.deleted.insert(id);
+            st.deleted[id] = deleted_job{id, seq, st.cfg.job.clock()};
             self->send_exit(target, caf::exit_reason::user_shutdown);
             ES_INFO("job {} deleted", id);
             rp.deliver(seq);
@@ -271,6 +334,18 @@ job_registry(job_registry_actor::stateful_pointer<job_registry_state> self,
       if (auto* hdl = find(self, id))
         return self->delegate(*hdl, om_atom::value, std::move(sink));
       return make_error(errc::not_registered, "jobId=" + id + " not registed");
+    },
+    [=](purge_atom) -> caf::result<purge_stats> {
+      auto rp = self->make_response_promise<purge_stats>();
+      sweep(self, [=](auto&& result) mutable {
+        rp.deliver(std::forward<decltype(result)>(result));
+      });
+      return rp;
+    },
+    [=](sweep_atom) {
+      sweep(self, [](auto&&) {});
+      self->delayed_send(self, self->state.cfg.retention_sweep,
+                         sweep_atom::value);
     },
     [=](shutdown_atom) -> caf::result<ok_atom> {
       auto rp = self->make_response_promise<ok_atom>();

@@ -1,17 +1,15 @@
 #pragma once
 
+#include <deque>
 #include <vector>
 
 #include <caf/typed_response_promise.hpp>
 
 #include "actors/actors.hpp"
 #include "actors/config.hpp"
+#include "storage/event_log.hpp"
 
 namespace recoverd {
-
-namespace storage {
-class event_log;
-} // namespace storage
 
 /// State of the JOURNAL actor.
 struct journal_state {
@@ -22,6 +20,12 @@ struct journal_state {
     caf::typed_response_promise<uint64_t> promise;
   };
 
+  /// One purge of deleted jobs' history, scanned in steps.
+  struct pending_purge {
+    storage::purge_plan plan;
+    caf::typed_response_promise<purge_stats> promise;
+  };
+
   storage::event_log* log = nullptr;
   journal_config cfg;
   std::vector<pending_append> pending;
@@ -30,6 +34,8 @@ struct journal_state {
   /// append is refused with this error.
   caf::error failure;
   journal_stats stats;
+  /// Purges in arrival order; the front one is in progress.
+  std::deque<pending_purge> purges;
 
   static inline const char* name = "journal";
 };

@@ -21,17 +21,30 @@ caf::expected<replayed_job> replay_job(const event_log& log,
     result.state.spec.job_id = job_id;
     result.from_snapshot = true;
   }
+  // An undecodable record is held back until the next one shows that it
+  // was not the last: only a job's last record can be a torn write, damage
+  // anywhere else is corruption and must not be skipped.
+  std::optional<discarded_event> bad;
+  auto corrupt = [&] {
+    return make_error(errc::corrupt_record,
+                      "job " + job_id + " event " + std::to_string(bad->seq)
+                        + " cannot be decoded and is not the job's last: "
+                        + bad->reason);
+  };
   auto done = make_error(errc::overloaded, "done");
   auto err = log.for_each(
     job_id, result.state.seq + 1,
     [&](uint64_t seq, std::string_view bytes) -> caf::error {
+      if (bad)
+        return corrupt();
       if (seq > up_to_seq)
         return done;
       auto ev = decode_event(bytes);
-      if (!ev)
-        return make_error(errc::corrupt_record,
-                          "job " + job_id + " event " + std::to_string(seq)
-                            + ": " + message_of(ev.error()));
+      if (!ev) {
+        bad = discarded_event{job_id, seq, bytes.size(),
+                              message_of(ev.error())};
+        return caf::none;
+      }
       if (ev->seq != seq || seq != result.state.seq + 1)
         return make_error(errc::corrupt_record,
                           "job " + job_id + " event " + std::to_string(seq)
@@ -43,6 +56,7 @@ caf::expected<replayed_job> replay_job(const event_log& log,
     });
   if (err && err != done)
     return err;
+  result.discarded = std::move(bad);
   return result;
 }
 
@@ -56,10 +70,16 @@ caf::expected<replay_result> replay_all(const event_log& log) {
     if (!job)
       return job.error();
     result.events_replayed += job->events_replayed;
+    if (job->from_snapshot)
+      ++result.from_snapshot;
+    if (job->discarded)
+      result.discarded.push_back(std::move(*job->discarded));
     if (job->state.exists)
       result.live.push_back(std::move(*job));
-    else
-      result.deleted.push_back(id);
+    else if (job->state.seq > 0)
+      result.deleted.push_back(
+        {id, job->state.seq, job->state.updated_at_ms});
+    // else: the job's only record was torn; it never existed.
   }
   return result;
 }

@@ -50,7 +50,7 @@ struct registry_fixture : test::actor_fixture {
     return cfg;
   }
 
-  void start(std::vector<job_model> initial, std::vector<std::string> deleted,
+  void start(std::vector<job_model> initial, std::vector<deleted_job> deleted,
              size_t max_jobs = 100) {
     journal_hdl = sys().spawn(recoverd::journal, log.get(), journal_config{});
     registry = sys().spawn(job_registry, config(max_jobs), journal_hdl,
