@@ -55,6 +55,14 @@ struct job_model {
   uint64_t seq = 0;                   ///< Sequence number of the last event.
 };
 
+/// A job as start-up rebuilt it from the log.
+struct initial_job {
+  job_model state;
+  /// Events folded after its latest snapshot; the next snapshot is due that
+  /// many events earlier, so restarts do not let the replayed tail grow.
+  uint64_t since_snapshot = 0;
+};
+
 /// Returns the state after `ev`. Pure.
 job_model apply(job_model state, const event& ev);
 

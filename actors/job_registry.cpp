@@ -28,9 +28,11 @@ const job_actor* find(self_ptr self, const std::string& id) {
   return i == self->state.jobs.end() ? nullptr : &i->second;
 }
 
-job_actor spawn_job(self_ptr self, job_model initial) {
+job_actor spawn_job(self_ptr self, job_model initial,
+                    uint64_t since_snapshot = 0) {
   auto id = initial.spec.job_id;
-  auto hdl = self->spawn(job, std::move(initial), self->state.cfg.job,
+  auto hdl = self->spawn(job, std::move(initial), since_snapshot,
+                         self->state.cfg.job,
                          self->state.journal, self->address());
   self->state.jobs.emplace(std::move(id), hdl);
   return hdl;
@@ -117,7 +119,7 @@ void sweep(self_ptr self, Done done) {
 job_registry_actor::behavior_type
 job_registry(job_registry_actor::stateful_pointer<job_registry_state> self,
              registry_config cfg, journal_actor journal,
-             std::vector<job_model> initial, std::vector<deleted_job> deleted,
+             std::vector<initial_job> initial, std::vector<deleted_job> deleted,
              const storage::event_log* log) {
   if (auto err = validate(cfg)) {
     self->quit(err);
@@ -135,10 +137,10 @@ job_registry(job_registry_actor::stateful_pointer<job_registry_state> self,
     ES_WARN("job_registry holds {} jobs from the log, more than the cap of "
             "{}; new jobs are refused until some are deleted",
             initial.size(), st.cfg.max_jobs);
-  for (auto& m : initial) {
-    if (m.registered)
-      st.registered.insert(m.spec.job_id);
-    spawn_job(self, std::move(m));
+  for (auto& x : initial) {
+    if (x.state.registered)
+      st.registered.insert(x.state.spec.job_id);
+    spawn_job(self, std::move(x.state), x.since_snapshot);
   }
   // Retention: once now, at start-up, then periodically.
   self->send(self, sweep_atom::value);

@@ -44,7 +44,7 @@ struct job_registry_state {
 job_registry_actor::behavior_type
 job_registry(job_registry_actor::stateful_pointer<job_registry_state> self,
              registry_config cfg, journal_actor journal,
-             std::vector<job_model> initial, std::vector<deleted_job> deleted,
+             std::vector<initial_job> initial, std::vector<deleted_job> deleted,
              const storage::event_log* log);
 
 } // namespace recoverd

@@ -56,10 +56,10 @@ caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
     if (auto found = self->log_->discard(x.job_id, x.seq); !found)
       return found.error();
   }
-  std::vector<job_model> jobs;
+  std::vector<initial_job> jobs;
   jobs.reserve(replayed->live.size());
   for (auto& j : replayed->live)
-    jobs.push_back(std::move(j.state));
+    jobs.push_back({std::move(j.state), j.events_replayed});
   replayed->live.clear();
   self->replayed_.jobs = jobs.size();
   self->replayed_.deleted_jobs = replayed->deleted.size();

@@ -51,7 +51,7 @@ struct registry_fixture : test::actor_fixture {
     return cfg;
   }
 
-  void start(std::vector<job_model> initial, std::vector<deleted_job> deleted,
+  void start(std::vector<initial_job> initial, std::vector<deleted_job> deleted,
              size_t max_jobs = 100) {
     journal_hdl = sys().spawn(recoverd::journal, log.get(), journal_config{});
     registry = sys().spawn(job_registry, config(max_jobs), journal_hdl,
@@ -75,9 +75,9 @@ struct registry_fixture : test::actor_fixture {
     stop();
     auto all = storage::replay_all(*log);
     REQUIRE(all);
-    std::vector<job_model> jobs;
+    std::vector<initial_job> jobs;
     for (auto& j : all->live)
-      jobs.push_back(j.state);
+      jobs.push_back({j.state, j.events_replayed});
     start(std::move(jobs), all->deleted, max_jobs);
   }
 
@@ -465,4 +465,39 @@ TEST_CASE_FIXTURE(registry_fixture, "retention runs at start-up and then "
   auto b = log->read("b", 1, 10);
   REQUIRE(b);
   CHECK(b->empty());
+}
+
+TEST_CASE_FIXTURE(registry_fixture, "snapshots stay every N events across "
+                                    "restarts, so the replayed tail stays "
+                                    "short") {
+  auto annotate = [&](const std::string& value) {
+    request<annotations_view>(registry, annotate_atom::value, std::string{"j"},
+                              string_map{{"k", value}},
+                              std::vector<std::string>{},
+                              std::string{"platform"});
+  };
+  auto snapshot_seq = [&] {
+    auto snap = log->snapshot("j");
+    REQUIRE(snap);
+    return snap->has_value() ? (*snap)->seq : 0;
+  };
+  put(test::make_job("j"));
+  annotate("2");
+  annotate("3");
+  CHECK(snapshot_seq() == 3); // every 3 events
+  annotate("4");
+  annotate("5");
+  restart();
+  auto replayed = storage::replay_job(*log, "j");
+  REQUIRE(replayed);
+  CHECK(replayed->events_replayed == 2);
+  MESSAGE("the third event after the snapshot writes the next one");
+  annotate("6");
+  CHECK(snapshot_seq() == 6);
+  restart();
+  replayed = storage::replay_job(*log, "j");
+  REQUIRE(replayed);
+  CHECK(replayed->from_snapshot);
+  CHECK(replayed->events_replayed == 0);
+  CHECK(replayed->state.spec.annotations.at("k") == "6");
 }
