@@ -66,6 +66,10 @@ struct initial_job {
 /// Returns the state after `ev`. Pure.
 job_model apply(job_model state, const event& ev);
 
+/// Returns the state after `ev`, taking its large parts instead of copying
+/// them (replay). Pure.
+job_model apply(job_model state, event&& ev);
+
 /// Folds `evs` into `state`. Pure.
 job_model fold(job_model state, const std::vector<event>& evs);
 

@@ -8,3 +8,6 @@ echo "== journal: group commit vs bare RocksDB"
 echo
 echo "== recovery: fault -> stop latency and cycles/s vs trivial gRPC"
 ./build/recovery_bench
+echo
+echo "== start-up: 10,000 jobs / 1,000,000 events until serving vs bare RocksDB scan; memory per job"
+./build/startup_bench

@@ -473,6 +473,57 @@ caf::expected<purge_stats> event_log::commit_purge(const purge_plan& plan) {
   return stats;
 }
 
+struct event_log::reader::impl {
+  const event_log::impl* log;
+  std::unique_ptr<rocksdb::Iterator> events;
+  std::unique_ptr<rocksdb::Iterator> snapshots;
+};
+
+event_log::reader::reader(const event_log& log)
+  : impl_(std::make_unique<impl>()) {
+  impl_->log = log.impl_.get();
+  rocksdb::ReadOptions ro;
+  impl_->events.reset(log.impl_->db->NewIterator(ro, log.impl_->h(cf_events)));
+  impl_->snapshots.reset(
+    log.impl_->db->NewIterator(ro, log.impl_->h(cf_snapshots)));
+}
+
+event_log::reader::~reader() = default;
+
+caf::expected<std::optional<snapshot_record>>
+event_log::reader::snapshot(const std::string& job_id) {
+  auto& it = *impl_->snapshots;
+  it.Seek(job_id);
+  if (!it.status().ok())
+    return io_error("cannot read the snapshot of " + job_id, it.status());
+  if (!it.Valid() || it.key() != rocksdb::Slice{job_id})
+    return std::optional<snapshot_record>{};
+  auto value = it.value().ToStringView();
+  if (value.size() < 8)
+    return make_error(errc::corrupt_record, "malformed snapshot of " + job_id);
+  return std::optional<snapshot_record>{
+    snapshot_record{job_id, get_be64(value), std::string{value.substr(8)}}};
+}
+
+caf::error event_log::reader::for_each(
+  const std::string& job_id, uint64_t from_seq,
+  const std::function<caf::error(uint64_t, std::string_view)>& f) {
+  auto& it = *impl_->events;
+  for (it.Seek(event_key(job_id, from_seq)); it.Valid(); it.Next()) {
+    auto parsed = parse_event_key(it.key().ToStringView());
+    if (!parsed)
+      return make_error(errc::corrupt_record,
+                        "malformed event key after job " + job_id);
+    if (parsed->first != job_id)
+      break;
+    if (auto err = f(parsed->second, it.value().ToStringView()))
+      return err;
+  }
+  if (!it.status().ok())
+    return io_error("cannot read events of " + job_id, it.status());
+  return caf::none;
+}
+
 void event_log::inject_write_failure(std::string reason) {
   std::lock_guard<std::mutex> guard{impl_->fault_mtx};
   impl_->injected_failure = std::move(reason);

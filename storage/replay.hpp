@@ -49,7 +49,9 @@ struct replay_result {
 replay_job(const event_log& log, const std::string& job_id,
            uint64_t up_to_seq = UINT64_MAX);
 
-/// Replays every job of the log.
-[[nodiscard]] caf::expected<replay_result> replay_all(const event_log& log);
+/// Replays every job of the log, in order of job id, on `threads` threads
+/// (0: one per core, at most 8).
+[[nodiscard]] caf::expected<replay_result> replay_all(const event_log& log,
+                                                      size_t threads = 0);
 
 } // namespace recoverd::storage

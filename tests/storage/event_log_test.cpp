@@ -582,3 +582,35 @@ TEST_CASE("a purge removes a deleted job's events, index entries and "
   REQUIRE_FALSE(log->append(job_events("new", 1)));
   CHECK(log->last_position() == last + 1);
 }
+
+TEST_CASE("applying a moved event gives the same state as applying a copy") {
+  recovery after;
+  after.state = "WaitReportStopCompleteState";
+  after.uuid = "U-7";
+  after.faults = {{"3", "1"}};
+  after.reset_json = std::string(300, 'r');
+  flow_step step;
+  step.input = "faultOccur";
+  step.path = {"INIT", after.state};
+  step.after = after;
+  step.annotations = {{"ProcessRecoverStatus", "recovering"}};
+  auto spec = test::make_job("j", 3, 4);
+  std::vector<event> evs{
+    {1, 10, job_put{spec, true}},
+    {2, 11, job_inited{make_init_config(spec), "t"}},
+    {3, 12, job_registered{"t"}},
+    {4, 13, job_put{test::make_job("j", 1, 8), false}},
+    {5, 14, step},
+    {6, 15, device_faults_reported{"UnHealthy", {{"n0", "1", {"X"}, "L2"}}}},
+  };
+  job_model copied;
+  job_model moved;
+  for (const auto& ev : evs) {
+    copied = apply(std::move(copied), ev);
+    moved = apply(std::move(moved), event{ev});
+  }
+  CHECK(moved.rec.uuid == "U-7");
+  CHECK(moved.spec.pods.size() == 1);
+  CHECK(moved.spec.annotations.at("ProcessRecoverStatus") == "recovering");
+  CHECK(encode_snapshot(moved) == encode_snapshot(copied));
+}
