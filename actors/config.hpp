@@ -44,7 +44,7 @@ struct job_config {
   /// The protocol's waits.
   timeouts waits;
   /// Write a snapshot of the job's state every this many events (0: never).
-  uint64_t snapshot_every = 1'000;
+  uint64_t snapshot_every = 20;
   /// Messages a stream may have queued before it is closed with
   /// RESOURCE_EXHAUSTED (enforced by the stream implementation).
   size_t stream_buffer = 1'024;

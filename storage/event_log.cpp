@@ -51,6 +51,15 @@ struct event_log::impl {
 
   ~impl() {
     if (db) {
+      // With the WAL on, Close() does not flush: the next open would replay
+      // every unflushed write from the WAL, which for a big log takes
+      // seconds. Flushing now makes a restart after a clean stop open at
+      // once. A failed flush loses nothing: the WAL still holds the writes.
+      if (!opts.read_only) {
+        rocksdb::FlushOptions fo;
+        fo.allow_write_stall = true;
+        db->Flush(fo, handles).PermitUncheckedError();
+      }
       for (auto* h : handles)
         db->DestroyColumnFamilyHandle(h);
       handles.clear();
@@ -104,6 +113,11 @@ event_log::open(const event_log_options& opts) {
   // kSkipAnyCorruptedRecords would skip damage in the middle of the WAL,
   // leaving gaps in a job's sequence and dangling index entries.
   db_opts.wal_recovery_mode = rocksdb::WALRecoveryMode::kPointInTimeRecovery;
+  // Bounds what the WAL holds, and so what an open after a crash replays:
+  // past this size RocksDB flushes the column families that keep the oldest
+  // WAL file alive (the small `global` and `meta` families would otherwise
+  // keep every WAL file since their last flush).
+  db_opts.max_total_wal_size = 64 << 20;
   db_opts.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
   db_opts.keep_log_file_num = 3;
   rocksdb::ColumnFamilyOptions cf_opts;
