@@ -31,7 +31,8 @@ struct job_registry_state {
   /// Jobs that existed and were deleted (Register answers 402 for them),
   /// as long as their history is retained.
   std::map<std::string, deleted_job> deleted;
-  /// Jobs whose history a purge is removing right now (PutJob waits).
+  /// Jobs whose history a purge is removing right now; PutJob for them is
+  /// refused until it is done.
   std::set<std::string> purging;
 
   static inline const char* name = "job_registry";

@@ -115,8 +115,9 @@ private:
   bool stopped_ = false;
 };
 
-/// Parses a duration such as "5s", "250ms", "1.5s", "15m", "2h", "30d" or a bare
-/// number of seconds. Returns false on anything else or a negative value.
+/// Parses a duration such as "5s", "250ms", "1.5s", "15m", "2h", "30d" or a
+/// bare number of seconds. Returns false on anything else or a negative
+/// value.
 bool parse_duration(const std::string& text, millis& out);
 
 } // namespace recoverd

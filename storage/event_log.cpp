@@ -100,8 +100,9 @@ event_log::open(const event_log_options& opts) {
   // A crash can leave the WAL's last record torn (incomplete, or failing its
   // checksum). kPointInTimeRecovery replays the WAL up to the first such
   // record and drops everything after it, so the DB reopens exactly as it was
-  // after some complete WriteBatch; RocksDB refuses to open if flushed data
-  // is newer than that point, so the result is always a consistent prefix.
+  // after some complete WriteBatch; RocksDB refuses to open ("SST file is
+  // ahead of WALs") if a column family was flushed past that point, so the
+  // result is always a consistent prefix.
   // One append is one batch: a torn append vanishes whole, never half a job's
   // events or an index entry without its event. Nothing acknowledged is lost
   // under sync=always (an append is answered after the sync that makes its
@@ -488,14 +489,12 @@ caf::expected<purge_stats> event_log::commit_purge(const purge_plan& plan) {
 }
 
 struct event_log::reader::impl {
-  const event_log::impl* log;
   std::unique_ptr<rocksdb::Iterator> events;
   std::unique_ptr<rocksdb::Iterator> snapshots;
 };
 
 event_log::reader::reader(const event_log& log)
   : impl_(std::make_unique<impl>()) {
-  impl_->log = log.impl_.get();
   rocksdb::ReadOptions ro;
   impl_->events.reset(log.impl_->db->NewIterator(ro, log.impl_->h(cf_events)));
   impl_->snapshots.reset(
@@ -523,13 +522,15 @@ caf::error event_log::reader::for_each(
   const std::string& job_id, uint64_t from_seq,
   const std::function<caf::error(uint64_t, std::string_view)>& f) {
   auto& it = *impl_->events;
-  for (it.Seek(event_key(job_id, from_seq)); it.Valid(); it.Next()) {
+  // No upper bound (it would need a new iterator): stop at the first key
+  // that is not this job's.
+  auto prefix = event_key(job_id, 0).substr(0, job_id.size() + 1);
+  for (it.Seek(event_key(job_id, from_seq));
+       it.Valid() && it.key().starts_with(prefix); it.Next()) {
     auto parsed = parse_event_key(it.key().ToStringView());
-    if (!parsed)
+    if (!parsed || parsed->first != job_id)
       return make_error(errc::corrupt_record,
-                        "malformed event key after job " + job_id);
-    if (parsed->first != job_id)
-      break;
+                        "malformed event key for job " + job_id);
     if (auto err = f(parsed->second, it.value().ToStringView()))
       return err;
   }
