@@ -28,7 +28,7 @@ struct event_log_options {
   bool sync = true;
   /// Open without writing: for post-mortem tools, also while a daemon runs.
   bool read_only = false;
-  /// RocksDB memtable size in bytes; 0 keeps RocksDB's default.
+  /// RocksDB memtable size in bytes; 0 means 16 MB.
   size_t write_buffer_size = 0;
 };
 
