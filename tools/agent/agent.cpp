@@ -9,6 +9,10 @@ constexpr auto call_timeout = std::chrono::seconds(10);
 std::unique_ptr<grpc::ClientContext> context() {
   auto ctx = std::make_unique<grpc::ClientContext>();
   ctx->set_deadline(std::chrono::system_clock::now() + call_timeout);
+  // After a daemon restart the channel sits in reconnect backoff for up to
+  // seconds, and a fail-fast call made then fails at once (agents retry
+  // their reports): wait for the connection instead, up to the deadline.
+  ctx->set_wait_for_ready(true);
   return ctx;
 }
 
