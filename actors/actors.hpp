@@ -89,6 +89,10 @@ using journal_actor = caf::typed_actor<
                   std::vector<snapshot_record>>::with<uint64_t>,
   // Makes everything accepted so far durable.
   caf::replies_to<flush_atom>::with<ok_atom>,
+  // Removes the history of deleted jobs; replies once it is removed. The
+  // order is examined in steps between appends, so appends do not wait for
+  // the whole scan.
+  caf::replies_to<purge_atom, std::vector<purge_target>>::with<purge_stats>,
   // Reports counters.
   caf::replies_to<status_atom>::with<journal_stats>,
   // From now on, hands every durable event to this hub.
@@ -96,7 +100,9 @@ using journal_actor = caf::typed_actor<
   // Writes what is pending (self-sent).
   caf::reacts_to<commit_atom>,
   // Periodic WAL sync under the batch policy (self-sent).
-  caf::reacts_to<sync_atom>>;
+  caf::reacts_to<sync_atom>,
+  // The next step of the oldest purge (self-sent).
+  caf::reacts_to<purgestep_atom>>;
 
 /// A JOB: one per job. Owns the job's state (the fold of its events), its
 /// agent stream, its annotation watchers and its timers.
@@ -186,7 +192,13 @@ using job_registry_actor = caf::typed_actor<
   caf::replies_to<nodeclear_atom, std::string, std::string,
                   std::string>::with<std::vector<std::string>>,
   // Ends every stream of every job (daemon shutdown).
-  caf::replies_to<shutdown_atom>::with<ok_atom>>;
+  caf::replies_to<shutdown_atom>::with<ok_atom>,
+  // Removes the history of jobs deleted longer ago than the retention now;
+  // replies with what was removed.
+  caf::replies_to<purge_atom>::with<purge_stats>,
+  // The same, at start-up and then every retention sweep interval
+  // (self-sent).
+  caf::reacts_to<sweep_atom>>;
 
 /// The INSPECTOR: read-only views for Inspect, HTTP and /metrics. Reads the
 /// event log (run it detached: reads block) and asks the registry for what

@@ -71,6 +71,12 @@ using om_atom = caf::atom_constant<caf::atom("omwatch")>;
 using stress_atom = caf::atom_constant<caf::atom("stress")>;
 /// An operator clears a node's recorded health.
 using nodeclear_atom = caf::atom_constant<caf::atom("nodeclear")>;
+/// Remove the history of deleted jobs (journal).
+using purge_atom = caf::atom_constant<caf::atom("purge")>;
+/// Journal: examine the next part of the order for a purge (self-sent).
+using purgestep_atom = caf::atom_constant<caf::atom("purgestep")>;
+/// Registry: look for deleted jobs past their retention (self-sent timer).
+using sweep_atom = caf::atom_constant<caf::atom("sweep")>;
 /// Component status (introspection).
 using status_atom = caf::atom_constant<caf::atom("status")>;
 

@@ -25,6 +25,11 @@ caf::error validate(const job_config& cfg) {
 caf::error validate(const registry_config& cfg) {
   if (cfg.max_jobs == 0)
     return make_error(errc::invalid_argument, "max jobs must be at least 1");
+  if (cfg.retention.count() < 0)
+    return make_error(errc::invalid_argument, "retention must not be negative");
+  if (cfg.retention_sweep.count() <= 0)
+    return make_error(errc::invalid_argument,
+                      "retention sweep interval must be positive");
   return validate(cfg.job);
 }
 

@@ -44,7 +44,7 @@ struct job_config {
   /// The protocol's waits.
   timeouts waits;
   /// Write a snapshot of the job's state every this many events (0: never).
-  uint64_t snapshot_every = 1'000;
+  uint64_t snapshot_every = 20;
   /// Messages a stream may have queued before it is closed with
   /// RESOURCE_EXHAUSTED (enforced by the stream implementation).
   size_t stream_buffer = 1'024;
@@ -56,6 +56,12 @@ struct job_config {
 struct registry_config {
   /// Most jobs known at once and most jobs registered for recovery.
   size_t max_jobs = 10'000;
+  /// How long the history of a deleted job is kept (and Register answers
+  /// 402 for it); then its events, index entries and snapshot are removed.
+  millis retention{std::chrono::hours{24 * 30}};
+  /// How often deleted jobs are checked against the retention (also once at
+  /// start-up).
+  millis retention_sweep{std::chrono::hours{1}};
   /// Passed to every job actor.
   job_config job;
 };

@@ -364,13 +364,15 @@ void arm_keepalive(self_ptr self) {
 } // namespace
 
 job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
-                             job_model initial, job_config cfg,
+                             job_model initial, uint64_t since_snapshot,
+                             job_config cfg,
                              journal_actor journal, caf::actor_addr parent) {
   if (auto err = validate(cfg)) {
     self->quit(err);
     return job_actor::behavior_type::make_empty_behavior();
   }
   self->state.model = std::move(initial);
+  self->state.events_since_snapshot = since_snapshot;
   self->state.cfg = std::move(cfg);
   self->state.journal = std::move(journal);
   // A job does not outlive its registry: pending timers would otherwise

@@ -37,9 +37,11 @@ struct job_state {
 /// The JOB behaviour.
 /// @param initial The job's state as replayed from the log (or empty with
 ///                the sequence number to continue from).
+/// @param since_snapshot Events of `initial` after its latest snapshot.
 /// @param parent The registry; the job ends when it does.
 job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
-                             job_model initial, job_config cfg,
+                             job_model initial, uint64_t since_snapshot,
+                             job_config cfg,
                              journal_actor journal, caf::actor_addr parent);
 
 } // namespace recoverd

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -143,6 +144,24 @@ job_model apply(job_model state, const event& ev) {
     ev.body);
   state.seq = ev.seq;
   state.updated_at_ms = ev.time_ms;
+  return state;
+}
+
+job_model apply(job_model state, event&& ev) {
+  // Both members are assigned whole by their event (see above): apply the
+  // event with them moved out (copying what is left is cheap), then move
+  // them in.
+  std::optional<recovery> after;
+  std::optional<job_spec> spec;
+  if (auto* x = std::get_if<flow_stepped>(&ev.body))
+    after = std::move(x->after);
+  else if (auto* x = std::get_if<job_put>(&ev.body))
+    spec = std::move(x->spec);
+  state = apply(std::move(state), std::as_const(ev));
+  if (after)
+    state.rec = std::move(*after);
+  if (spec)
+    state.spec = std::move(*spec);
   return state;
 }
 

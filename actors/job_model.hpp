@@ -55,8 +55,20 @@ struct job_model {
   uint64_t seq = 0;                   ///< Sequence number of the last event.
 };
 
+/// A job as start-up rebuilt it from the log.
+struct initial_job {
+  job_model state;
+  /// Events folded after its latest snapshot; the next snapshot is due that
+  /// many events earlier, so restarts do not let the replayed tail grow.
+  uint64_t since_snapshot = 0;
+};
+
 /// Returns the state after `ev`. Pure.
 job_model apply(job_model state, const event& ev);
+
+/// Returns the state after `ev`, taking its large parts instead of copying
+/// them (replay). Pure.
+job_model apply(job_model state, event&& ev);
 
 /// Folds `evs` into `state`. Pure.
 job_model fold(job_model state, const std::vector<event>& evs);

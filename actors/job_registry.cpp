@@ -28,9 +28,11 @@ const job_actor* find(self_ptr self, const std::string& id) {
   return i == self->state.jobs.end() ? nullptr : &i->second;
 }
 
-job_actor spawn_job(self_ptr self, job_model initial) {
+job_actor spawn_job(self_ptr self, job_model initial,
+                    uint64_t since_snapshot = 0) {
   auto id = initial.spec.job_id;
-  auto hdl = self->spawn(job, std::move(initial), self->state.cfg.job,
+  auto hdl = self->spawn(job, std::move(initial), since_snapshot,
+                         self->state.cfg.job,
                          self->state.journal, self->address());
   self->state.jobs.emplace(std::move(id), hdl);
   return hdl;
@@ -59,12 +61,65 @@ void fan_out(self_ptr self, Each each, Done done, Ts... xs) {
         });
 }
 
+// Removes the history of the jobs deleted longer ago than the retention,
+// then forgets that they existed; calls `done` with what was removed or with
+// the error.
+template <class Done>
+void sweep(self_ptr self, Done done) {
+  auto& st = self->state;
+  if (!st.purging.empty()) {
+    done(purge_stats{}); // the previous sweep is still running
+    return;
+  }
+  auto now = st.cfg.job.clock();
+  std::vector<purge_target> targets;
+  for (const auto& [id, d] : st.deleted)
+    if (now - d.deleted_at_ms > st.cfg.retention.count())
+      targets.push_back({id, d.seq});
+  if (targets.empty()) {
+    done(purge_stats{});
+    return;
+  }
+  for (const auto& t : targets)
+    st.purging.insert(t.job_id);
+  self->request(st.journal, caf::infinite, purge_atom::value, targets)
+    .then(
+      [=](purge_stats& stats) mutable {
+        auto& st = self->state;
+        for (const auto& t : targets) {
+          st.purging.erase(t.job_id);
+          auto i = st.deleted.find(t.job_id);
+          // Unless re-created and deleted again meanwhile.
+          if (i != st.deleted.end() && i->second.seq == t.up_to_seq)
+            st.deleted.erase(i);
+        }
+        ES_INFO("job_registry removed the history of {} jobs deleted more "
+                "than {:.1f} h ago: {} events, {} index entries, {} "
+                "snapshots",
+                targets.size(),
+                std::chrono::duration<double, std::ratio<3600>>(
+                  st.cfg.retention)
+                  .count(),
+                stats.events, stats.index_entries, stats.snapshots);
+        done(stats);
+      },
+      [=](caf::error& err) mutable {
+        // Still remembered as deleted; the next sweep tries again.
+        for (const auto& t : targets)
+          self->state.purging.erase(t.job_id);
+        ES_WARN("job_registry could not remove the history of {} deleted "
+                "jobs: {}",
+                targets.size(), message_of(err));
+        done(err);
+      });
+}
+
 } // namespace
 
 job_registry_actor::behavior_type
 job_registry(job_registry_actor::stateful_pointer<job_registry_state> self,
              registry_config cfg, journal_actor journal,
-             std::vector<job_model> initial, std::vector<std::string> deleted,
+             std::vector<initial_job> initial, std::vector<deleted_job> deleted,
              const storage::event_log* log) {
   if (auto err = validate(cfg)) {
     self->quit(err);
@@ -74,16 +129,21 @@ job_registry(job_registry_actor::stateful_pointer<job_registry_state> self,
   st.cfg = std::move(cfg);
   st.journal = std::move(journal);
   st.log = log;
-  st.deleted = {deleted.begin(), deleted.end()};
+  for (auto& d : deleted) {
+    auto id = d.job_id;
+    st.deleted.emplace(std::move(id), std::move(d));
+  }
   if (initial.size() > st.cfg.max_jobs)
     ES_WARN("job_registry holds {} jobs from the log, more than the cap of "
             "{}; new jobs are refused until some are deleted",
             initial.size(), st.cfg.max_jobs);
-  for (auto& m : initial) {
-    if (m.registered)
-      st.registered.insert(m.spec.job_id);
-    spawn_job(self, std::move(m));
+  for (auto& x : initial) {
+    if (x.state.registered)
+      st.registered.insert(x.state.spec.job_id);
+    spawn_job(self, std::move(x.state), x.since_snapshot);
   }
+  // Retention: once now, at start-up, then periodically.
+  self->send(self, sweep_atom::value);
   return {
     [=](put_atom, job_spec& spec) -> caf::result<put_result> {
       if (auto err = validate(spec))
@@ -91,6 +151,11 @@ job_registry(job_registry_actor::stateful_pointer<job_registry_state> self,
       if (auto* hdl = find(self, spec.job_id))
         return self->delegate(*hdl, put_atom::value, std::move(spec));
       auto& st = self->state;
+      if (st.purging.count(spec.job_id) > 0)
+        return make_error(errc::overloaded,
+                          "job " + spec.job_id
+                            + " was deleted and its old history is being "
+                              "removed right now; retry in a moment");
       if (st.jobs.size() >= st.cfg.max_jobs)
         return make_error(errc::job_cap_reached,
                           "job cap of " + std::to_string(st.cfg.max_jobs)
@@ -136,7 +201,7 @@ job_registry(job_registry_actor::stateful_pointer<job_registry_state> self,
             if (i != st.jobs.end() && i->second == target)
               st.jobs.erase(i);
             st.registered.erase(id);
-            st.deleted.insert(id);
+            st.deleted[id] = deleted_job{id, seq, st.cfg.job.clock()};
             self->send_exit(target, caf::exit_reason::user_shutdown);
             ES_INFO("job {} deleted", id);
             rp.deliver(seq);
@@ -334,6 +399,18 @@ job_registry(job_registry_actor::stateful_pointer<job_registry_state> self,
         },
         nodeclear_atom::value, node, who);
       return rp;
+    },
+    [=](purge_atom) -> caf::result<purge_stats> {
+      auto rp = self->make_response_promise<purge_stats>();
+      sweep(self, [=](auto&& result) mutable {
+        rp.deliver(std::forward<decltype(result)>(result));
+      });
+      return rp;
+    },
+    [=](sweep_atom) {
+      sweep(self, [](auto&&) {});
+      self->delayed_send(self, self->state.cfg.retention_sweep,
+                         sweep_atom::value);
     },
     [=](shutdown_atom) -> caf::result<ok_atom> {
       auto rp = self->make_response_promise<ok_atom>();

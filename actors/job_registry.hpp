@@ -1,5 +1,6 @@
 #pragma once
 
+#include <map>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -27,20 +28,24 @@ struct job_registry_state {
   std::set<std::string> registered;
   /// Registrations on their way to a job (reserved against the cap).
   size_t pending_registrations = 0;
-  /// Jobs that existed and were deleted (Register answers 402 for them).
-  std::set<std::string> deleted;
+  /// Jobs that existed and were deleted (Register answers 402 for them),
+  /// as long as their history is retained.
+  std::map<std::string, deleted_job> deleted;
+  /// Jobs whose history a purge is removing right now; PutJob for them is
+  /// refused until it is done.
+  std::set<std::string> purging;
 
   static inline const char* name = "job_registry";
 };
 
 /// The JOB REGISTRY behaviour.
 /// @param initial Jobs replayed from the log at start-up.
-/// @param deleted Ids of deleted jobs found in the log.
+/// @param deleted Deleted jobs found in the log.
 /// @param log Read-only access for re-created jobs; may be null in tests.
 job_registry_actor::behavior_type
 job_registry(job_registry_actor::stateful_pointer<job_registry_state> self,
              registry_config cfg, journal_actor journal,
-             std::vector<job_model> initial, std::vector<std::string> deleted,
+             std::vector<initial_job> initial, std::vector<deleted_job> deleted,
              const storage::event_log* log);
 
 } // namespace recoverd

@@ -12,6 +12,10 @@ namespace {
 
 using self_ptr = journal_actor::stateful_pointer<journal_state>;
 
+// Index entries a purge examines per step: a few milliseconds, so appends
+// queued meanwhile wait that long at most.
+constexpr size_t purge_step_entries = 16'384;
+
 // Writes every pending append as one batch and answers each of them.
 void commit(self_ptr self) {
   auto& st = self->state;
@@ -77,6 +81,33 @@ void sync(self_ptr self) {
   }
 }
 
+// Runs one step of the oldest purge; commits it once its scan is complete.
+void purge_step(self_ptr self) {
+  auto& st = self->state;
+  if (st.purges.empty())
+    return;
+  auto& p = st.purges.front();
+  auto finish = [&](auto&& result) {
+    p.promise.deliver(std::forward<decltype(result)>(result));
+    st.purges.pop_front();
+  };
+  if (st.failure) {
+    finish(st.failure);
+  } else if (auto err = st.log->scan_purge(p.plan, purge_step_entries)) {
+    finish(err);
+  } else if (p.plan.scanned()) {
+    // Appends accepted before this one go first, in their own write.
+    commit(self);
+    auto stats = st.log->commit_purge(p.plan);
+    if (stats)
+      finish(*stats);
+    else
+      finish(stats.error());
+  }
+  if (!st.purges.empty())
+    self->send(self, purgestep_atom::value);
+}
+
 } // namespace
 
 journal_actor::behavior_type
@@ -122,6 +153,18 @@ journal(journal_actor::stateful_pointer<journal_state> self,
       self->delayed_send(self, self->state.cfg.sync_interval,
                          sync_atom::value);
     },
+    [=](purge_atom,
+        std::vector<purge_target>& targets) -> caf::result<purge_stats> {
+      auto& st = self->state;
+      if (st.failure)
+        return st.failure;
+      auto rp = self->make_response_promise<purge_stats>();
+      st.purges.push_back({st.log->plan_purge(std::move(targets)), rp});
+      if (st.purges.size() == 1)
+        self->send(self, purgestep_atom::value);
+      return rp;
+    },
+    [=](purgestep_atom) { purge_step(self); },
     [=](status_atom) { return self->state.stats; },
     [=](watch_atom, event_hub_actor& hub) {
       self->state.hub = std::move(hub);

@@ -1,17 +1,15 @@
 #pragma once
 
+#include <deque>
 #include <vector>
 
 #include <caf/typed_response_promise.hpp>
 
 #include "actors/actors.hpp"
 #include "actors/config.hpp"
+#include "storage/event_log.hpp"
 
 namespace recoverd {
-
-namespace storage {
-class event_log;
-} // namespace storage
 
 /// State of the JOURNAL actor.
 struct journal_state {
@@ -20,6 +18,12 @@ struct journal_state {
     std::vector<log_record> events;
     std::vector<snapshot_record> snapshots;
     caf::typed_response_promise<uint64_t> promise;
+  };
+
+  /// One purge of deleted jobs' history, scanned in steps.
+  struct pending_purge {
+    storage::purge_plan plan;
+    caf::typed_response_promise<purge_stats> promise;
   };
 
   storage::event_log* log = nullptr;
@@ -32,6 +36,8 @@ struct journal_state {
   journal_stats stats;
   /// Where durable events go for live watchers; may be unset.
   event_hub_actor hub;
+  /// Purges in arrival order; the front one is in progress.
+  std::deque<pending_purge> purges;
 
   static inline const char* name = "journal";
 };

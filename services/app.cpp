@@ -34,6 +34,12 @@ caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
   std::unique_ptr<app> self{new app};
   self->opts_ = opts;
   // 1. The log (fails at once when another daemon holds the directory).
+  auto t0 = std::chrono::steady_clock::now();
+  auto since = [](auto start) {
+    return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now() - start)
+      .count();
+  };
   storage::event_log_options log_opts;
   log_opts.path = opts.data_dir;
   log_opts.sync = opts.journal.sync == sync_policy::always;
@@ -42,25 +48,31 @@ caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
     return log.error();
   self->log_ = std::move(*log);
   // 2. Replay every job.
-  auto t0 = std::chrono::steady_clock::now();
+  auto t1 = std::chrono::steady_clock::now();
   auto replayed = storage::replay_all(*self->log_);
   if (!replayed)
     return replayed.error();
-  std::vector<job_model> jobs;
+  // A torn last record goes before the journal runs, so that the job's next
+  // event takes its seq and the cluster-wide order never points at it.
+  for (const auto& x : replayed->discarded) {
+    ES_WARN("recoverd discarded event {} of job {} ({} bytes): it cannot be "
+            "decoded and is the job's last record, as a write torn by a "
+            "crash leaves it: {}",
+            x.seq, x.job_id, x.bytes, x.reason);
+    if (auto found = self->log_->discard(x.job_id, x.seq); !found)
+      return found.error();
+  }
+  std::vector<initial_job> jobs;
   jobs.reserve(replayed->live.size());
   for (auto& j : replayed->live)
-    jobs.push_back(std::move(j.state));
+    jobs.push_back({std::move(j.state), j.events_replayed});
+  replayed->live.clear();
   self->replayed_.jobs = jobs.size();
   self->replayed_.deleted_jobs = replayed->deleted.size();
+  self->replayed_.from_snapshot = replayed->from_snapshot;
   self->replayed_.events = replayed->events_replayed;
-  self->replayed_.millis = std::chrono::duration<double, std::milli>(
-                             std::chrono::steady_clock::now() - t0)
-                             .count();
-  ES_INFO("recoverd replayed {} jobs ({} deleted) and {} events from {} in "
-          "{:.1f} ms (incarnation {})",
-          self->replayed_.jobs, self->replayed_.deleted_jobs,
-          self->replayed_.events, opts.data_dir, self->replayed_.millis,
-          self->log_->incarnation());
+  self->replayed_.discarded = replayed->discarded.size();
+  self->replayed_.millis = since(t1);
   // 3. Actors.
   self->cfg_ = std::make_unique<caf::actor_system_config>();
   if (opts.worker_threads > 0)
@@ -141,7 +153,23 @@ caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
                       "cannot listen on " + opts.listen
                         + " (address in use or invalid)");
   }
-  ES_INFO("recoverd listening on {}", self->address());
+  // The registry spawns the jobs before it takes its first message: once it
+  // answers, every job can be served.
+  {
+    caf::scoped_actor probe{*self->sys_};
+    probe->request(self->registry_, std::chrono::seconds(60), get_atom::value,
+                   std::string{})
+      .receive([](const job_status&) {}, [](const caf::error&) {});
+  }
+  self->replayed_.ready_millis = since(t0);
+  const auto& r = self->replayed_;
+  ES_INFO("recoverd replayed {} jobs ({} from snapshots, {} deleted) and {} "
+          "events from {} in {:.1f} ms, discarded {} torn records "
+          "(incarnation {})",
+          r.jobs, r.from_snapshot, r.deleted_jobs, r.events, opts.data_dir,
+          r.millis, r.discarded, self->log_->incarnation());
+  ES_INFO("recoverd listening on {} (started in {:.1f} ms)", self->address(),
+          r.ready_millis);
   if (!opts.http_listen.empty()) {
     self->http_ = std::make_unique<http_gateway>(*self->inspect_api_,
                                                  *self->metrics_, buffer);
@@ -260,6 +288,8 @@ bool parse_duration(const std::string& text, millis& out) {
     factor = 60'000;
   else if (unit == "h")
     factor = 3'600'000;
+  else if (unit == "d")
+    factor = 86'400'000;
   else
     return false;
   out = millis{static_cast<int64_t>(std::llround(value * factor))};

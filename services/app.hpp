@@ -48,10 +48,13 @@ struct app_options {
 
 /// What start-up replayed.
 struct replay_stats {
-  size_t jobs = 0;
-  size_t deleted_jobs = 0;
-  uint64_t events = 0;
-  double millis = 0;
+  size_t jobs = 0;          ///< Live jobs.
+  size_t deleted_jobs = 0;  ///< Deleted jobs whose history is retained.
+  size_t from_snapshot = 0; ///< Jobs that started at a snapshot.
+  uint64_t events = 0;      ///< Events folded (after snapshots).
+  size_t discarded = 0;     ///< Undecodable last records left out.
+  double millis = 0;        ///< Time to replay the log.
+  double ready_millis = 0;  ///< Time from open to serving.
 };
 
 /// A running recoverd.
@@ -141,8 +144,9 @@ private:
   bool stopped_ = false;
 };
 
-/// Parses a duration such as "5s", "250ms", "1.5s", "15m", "2h" or a bare
-/// number of seconds. Returns false on anything else or a negative value.
+/// Parses a duration such as "5s", "250ms", "1.5s", "15m", "2h", "30d" or a
+/// bare number of seconds. Returns false on anything else or a negative
+/// value.
 bool parse_duration(const std::string& text, millis& out);
 
 } // namespace recoverd

@@ -81,6 +81,7 @@ int main(int argc, char** argv) {
   std::string log_format = "text";
   std::string sync = "always";
   std::string sync_interval = "100ms";
+  std::string retention = "30d";
   std::map<std::string, std::string> waits;
   for (const auto& w : wait_options)
     waits[w.flag] = format_millis(opts.registry.job.waits.*w.member);
@@ -127,6 +128,11 @@ int main(int argc, char** argv) {
                  "write a job snapshot every N events (0: never) so start-up "
                  "replays only the tail")
     ->capture_default_str();
+  cli.add_option("--retention", retention,
+                 "how long the history of a deleted job is kept (and "
+                 "Register answers 402 for it); checked at start-up and "
+                 "hourly (duration: 36h, 30d, ...)")
+    ->capture_default_str();
   cli.add_option("--stream-buffer", opts.registry.job.stream_buffer,
                  "messages a stream may queue before it is closed with "
                  "RESOURCE_EXHAUSTED")
@@ -135,8 +141,8 @@ int main(int argc, char** argv) {
   for (const auto& w : wait_options)
     cli.add_option(w.flag, waits[w.flag],
                    std::string{w.help}
-                     + " (duration: 250ms, 5s, 1.5m, 2h; a bare number is "
-                       "seconds)")
+                     + " (duration: 250ms, 5s, 1.5m, 2h, 1d; a bare number "
+                       "is seconds)")
       ->capture_default_str();
   CLI11_PARSE(cli, argc, argv);
 
@@ -147,6 +153,11 @@ int main(int argc, char** argv) {
   if (!parse_sync_policy(sync, opts.journal.sync)
       || !parse_duration(sync_interval, opts.journal.sync_interval)) {
     std::cerr << "recoverd: bad --sync or --sync-interval\n";
+    return 2;
+  }
+  if (!parse_duration(retention, opts.registry.retention)) {
+    std::cerr << "recoverd: --retention: not a duration: " << retention
+              << "\n";
     return 2;
   }
   for (const auto& w : wait_options)

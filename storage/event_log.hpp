@@ -28,7 +28,7 @@ struct event_log_options {
   bool sync = true;
   /// Open without writing: for post-mortem tools, also while a daemon runs.
   bool read_only = false;
-  /// RocksDB memtable size in bytes; 0 keeps RocksDB's default.
+  /// RocksDB memtable size in bytes; 0 means 16 MB.
   size_t write_buffer_size = 0;
 };
 
@@ -44,6 +44,26 @@ struct global_entry {
   std::string job_id;
   uint64_t seq = 0;
   std::string bytes;
+};
+
+/// A purge in progress. The cluster-wide order is examined in steps, so that
+/// the single writer can interleave appends; nothing is removed until
+/// `event_log::commit_purge`.
+struct purge_plan {
+  /// What to remove, ordered by job id.
+  std::vector<purge_target> targets;
+  /// Next position of the cluster-wide order to examine.
+  uint64_t next_position = 1;
+  /// Last position when the plan was made; the targets' events are all at
+  /// or before it (a deleted job's history does not grow).
+  uint64_t end_position = 0;
+  /// Positions of the targets' events found so far.
+  std::vector<uint64_t> positions;
+
+  /// True once the whole order up to `end_position` has been examined.
+  bool scanned() const {
+    return next_position > end_position;
+  }
 };
 
 /// The durable, append-only, per-job event log with a cluster-wide order,
@@ -99,8 +119,25 @@ public:
   [[nodiscard]] caf::expected<uint64_t> last_seq(const std::string& job_id)
     const;
 
-  /// Global position of the last appended event, 0 when none.
+  /// Global position of the last appended event, 0 when none. Never goes
+  /// back, also when the newest entries were purged or discarded.
   uint64_t last_position() const;
+
+  /// Removes the record `seq` of `job_id` and its entry in the cluster-wide
+  /// order: for an undecodable last record (a torn write) found at start-up,
+  /// before any append. Returns whether an index entry was found.
+  [[nodiscard]] caf::expected<bool> discard(const std::string& job_id,
+                                            uint64_t seq);
+
+  /// Starts a purge of `targets` (see `purge_plan`).
+  purge_plan plan_purge(std::vector<purge_target> targets) const;
+
+  /// Examines up to `max` entries of the cluster-wide order for `plan`.
+  [[nodiscard]] caf::error scan_purge(purge_plan& plan, size_t max) const;
+
+  /// Removes what `plan` found, plus the targets' events and snapshots, in
+  /// one `WriteBatch`. Requires `plan.scanned()`.
+  [[nodiscard]] caf::expected<purge_stats> commit_purge(const purge_plan& plan);
 
   /// How many times the log has been opened for writing, this time included.
   uint64_t incarnation() const;
@@ -111,6 +148,32 @@ public:
   /// Testing aid: every later append fails as an I/O error would, with
   /// `reason` in its message.
   void inject_write_failure(std::string reason);
+
+  /// Reads many jobs in turn from one thread (replay) with one iterator per
+  /// column family instead of one per call: creating a RocksDB iterator
+  /// costs more than reading a short job. Sees the log as it was when the
+  /// reader was made; must not outlive the log.
+  class reader {
+  public:
+    explicit reader(const event_log& log);
+    ~reader();
+    reader(const reader&) = delete;
+    reader& operator=(const reader&) = delete;
+
+    /// The latest snapshot of `job_id`, if any.
+    [[nodiscard]] caf::expected<std::optional<snapshot_record>>
+    snapshot(const std::string& job_id);
+
+    /// Calls `f` for every event of `job_id` with seq >= `from_seq`, in
+    /// order; stops at the first error `f` returns.
+    [[nodiscard]] caf::error
+    for_each(const std::string& job_id, uint64_t from_seq,
+             const std::function<caf::error(uint64_t, std::string_view)>& f);
+
+  private:
+    struct impl;
+    std::unique_ptr<impl> impl_;
+  };
 
 private:
   struct impl;

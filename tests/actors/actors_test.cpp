@@ -47,10 +47,11 @@ struct registry_fixture : test::actor_fixture {
     cfg.job.waits.keepalive = std::chrono::seconds(5);
     cfg.job.snapshot_every = 3;
     cfg.job.clock = [this] { return now; };
+    cfg.retention = std::chrono::hours{1};
     return cfg;
   }
 
-  void start(std::vector<job_model> initial, std::vector<std::string> deleted,
+  void start(std::vector<initial_job> initial, std::vector<deleted_job> deleted,
              size_t max_jobs = 100) {
     journal_hdl = sys().spawn(recoverd::journal, log.get(), journal_config{});
     registry = sys().spawn(job_registry, config(max_jobs), journal_hdl,
@@ -74,9 +75,9 @@ struct registry_fixture : test::actor_fixture {
     stop();
     auto all = storage::replay_all(*log);
     REQUIRE(all);
-    std::vector<job_model> jobs;
+    std::vector<initial_job> jobs;
     for (auto& j : all->live)
-      jobs.push_back(j.state);
+      jobs.push_back({j.state, j.events_replayed});
     start(std::move(jobs), all->deleted, max_jobs);
   }
 
@@ -389,4 +390,114 @@ TEST_CASE_FIXTURE(registry_fixture, "device faults are recorded per job and "
                                job_device_faults{"j", "Healthy",
                                                  {{"n7", "0", {"X"}, ""}}});
   CHECK(errc_of(err) == errc::invalid_argument);
+}
+
+TEST_CASE_FIXTURE(registry_fixture, "retention: a deleted job's history is "
+                                    "removed once it is older than the "
+                                    "retention, and then it is forgotten") {
+  put(test::make_job("keep"));
+  put(test::make_job("j"));
+  init("j");
+  reg("j");
+  auto deleted_at = now;
+  auto seq = request<uint64_t>(registry, delete_atom::value, std::string{"j"});
+  REQUIRE(seq == 4);
+  CHECK(reg("j").code == 402);
+  auto purge_now = [&] {
+    return request<purge_stats>(registry, purge_atom::value);
+  };
+  MESSAGE("exactly the retention is not longer ago than the retention");
+  now = deleted_at + 3'600'000;
+  CHECK(purge_now().jobs == 0);
+  CHECK(reg("j").code == 402);
+  MESSAGE("a restart keeps the deletion time from the log");
+  restart();
+  CHECK(reg("j").code == 402);
+  now += 1;
+  auto stats = purge_now();
+  CHECK(stats.jobs == 1);
+  CHECK(stats.events == 4);
+  CHECK(stats.index_entries == 4);
+  CHECK(stats.snapshots == 1); // snapshots every 3 events
+  CHECK(reg("j").code == 408);
+  auto history = log->read("j", 1, 100);
+  REQUIRE(history);
+  CHECK(history->empty());
+  auto ids = log->job_ids();
+  REQUIRE(ids);
+  CHECK(*ids == std::vector<std::string>{"keep"});
+  CHECK(event_kinds("keep") == std::vector<std::string>{"job_put"});
+  auto tail = log->tail(1, 100);
+  REQUIRE(tail);
+  CHECK(tail->size() == 1);
+  MESSAGE("nothing left to purge; after a restart the job is still unknown");
+  CHECK(purge_now().jobs == 0);
+  restart();
+  CHECK(reg("j").code == 408);
+  CHECK(request<job_status>(registry, get_atom::value, std::string{"keep"})
+          .last_seq
+        == 1);
+  MESSAGE("a new job of that id starts a new history");
+  auto again = put(test::make_job("j"));
+  CHECK(again.created);
+  CHECK(again.job.last_seq == 1);
+}
+
+TEST_CASE_FIXTURE(registry_fixture, "retention runs at start-up and then "
+                                    "every sweep interval") {
+  put(test::make_job("a"));
+  put(test::make_job("b"));
+  request<uint64_t>(registry, delete_atom::value, std::string{"a"});
+  MESSAGE("the daemon is down for two hours");
+  now += 2 * 3'600'000;
+  restart();
+  CHECK(reg("a").code == 408);
+  auto a = log->read("a", 1, 10);
+  REQUIRE(a);
+  CHECK(a->empty());
+  MESSAGE("b is deleted now and purged by the hourly sweep after the retention");
+  request<uint64_t>(registry, delete_atom::value, std::string{"b"});
+  fire_timers(); // an hour passes on the timer, but not on the clock
+  CHECK(reg("b").code == 402);
+  now += 3'600'001;
+  fire_timers();
+  CHECK(reg("b").code == 408);
+  auto b = log->read("b", 1, 10);
+  REQUIRE(b);
+  CHECK(b->empty());
+}
+
+TEST_CASE_FIXTURE(registry_fixture, "snapshots stay every N events across "
+                                    "restarts, so the replayed tail stays "
+                                    "short") {
+  auto annotate = [&](const std::string& value) {
+    request<annotations_view>(registry, annotate_atom::value, std::string{"j"},
+                              string_map{{"k", value}},
+                              std::vector<std::string>{},
+                              std::string{"platform"});
+  };
+  auto snapshot_seq = [&] {
+    auto snap = log->snapshot("j");
+    REQUIRE(snap);
+    return snap->has_value() ? (*snap)->seq : 0;
+  };
+  put(test::make_job("j"));
+  annotate("2");
+  annotate("3");
+  CHECK(snapshot_seq() == 3); // every 3 events
+  annotate("4");
+  annotate("5");
+  restart();
+  auto replayed = storage::replay_job(*log, "j");
+  REQUIRE(replayed);
+  CHECK(replayed->events_replayed == 2);
+  MESSAGE("the third event after the snapshot writes the next one");
+  annotate("6");
+  CHECK(snapshot_seq() == 6);
+  restart();
+  replayed = storage::replay_job(*log, "j");
+  REQUIRE(replayed);
+  CHECK(replayed->from_snapshot);
+  CHECK(replayed->events_replayed == 0);
+  CHECK(replayed->state.spec.annotations.at("k") == "6");
 }

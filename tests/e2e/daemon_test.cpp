@@ -6,10 +6,13 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "actors/error.hpp"
 #include "agent.hpp"
 #include "fixtures/process.hpp"
 #include "fixtures/temp_dir.hpp"
 #include "recover.grpc.pb.h"
+#include "storage/event_codec.hpp"
+#include "storage/event_log.hpp"
 
 using namespace recoverd::test;
 using namespace std::chrono_literals;
@@ -731,4 +734,86 @@ TEST_CASE("e2e crash test: SIGKILL once at each state of a link switch and "
           stress ? "WaitStressTestFinishedState" : "WaitSwitchNicFinishedState",
           "NotifyContinueTrainState", "WaitContinueTrainState"})
       om_crash_at(stress, at);
+}
+
+namespace {
+
+// Appends a record for `job` at its next seq straight into a stopped
+// daemon's log, as a write torn by a crash leaves it (`torn`) or as damage.
+void append_raw(const std::string& data_dir, const std::string& job,
+                uint64_t seq, std::string bytes) {
+  recoverd::storage::event_log_options opts;
+  opts.path = data_dir;
+  auto log = recoverd::storage::event_log::open(opts);
+  REQUIRE_MESSAGE(log, (log ? "" : recoverd::message_of(log.error())));
+  REQUIRE_FALSE((*log)->append({{job, seq, std::move(bytes)}}));
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f{path};
+  return {std::istreambuf_iterator<char>(f), {}};
+}
+
+} // namespace
+
+TEST_CASE("e2e: a torn last record is discarded at start-up and reported; "
+          "damage before the last record stops the daemon") {
+  temp_dir dir;
+  {
+    std::ofstream f{dir / "job.json"};
+    f << job_file;
+  }
+  {
+    running_daemon d{dir};
+    REQUIRE(ctl(d.address, "job put " + (dir / "job.json")).first == 0);
+    REQUIRE(ctl(d.address, "annotate e2e-job owner=ops").first == 0);
+    d.proc->kill(SIGTERM);
+    REQUIRE(d.proc->wait() == 0);
+  }
+  MESSAGE("a crash tore the job's third write");
+  recoverd::event torn_event{3, 1'700'000'000'000,
+                             recoverd::annotations_changed{
+                               {{"owner", "torn"}}, {}, "platform"}};
+  auto bytes = recoverd::storage::encode_event(torn_event);
+  bytes.resize(bytes.size() / 2);
+  REQUIRE_FALSE(recoverd::storage::decode_event(bytes));
+  append_raw(dir / "data", "e2e-job", 3, bytes);
+  {
+    running_daemon d{dir};
+    auto [rc, got] = ctl(d.address, "job get e2e-job");
+    REQUIRE_MESSAGE(rc == 0, got);
+    CHECK(got.find("\"owner\": \"ops\"") != std::string::npos);
+    CHECK(got.find("\"lastSeq\": \"2\"") != std::string::npos);
+    MESSAGE("the job's next change takes seq 3");
+    REQUIRE(ctl(d.address, "annotate e2e-job after=1").first == 0);
+    d.proc->kill(SIGTERM);
+    REQUIRE(d.proc->wait() == 0);
+  }
+  auto text = read_file(dir / "daemon.log");
+  CHECK(text.find("warning recoverd discarded event 3 of job e2e-job")
+        != std::string::npos);
+  CHECK(text.find("replayed 1 jobs (0 from snapshots, 0 deleted) and 2 "
+                  "events")
+        != std::string::npos);
+  CHECK(text.find("discarded 1 torn records") != std::string::npos);
+  MESSAGE("the next start finds a clean log with the new seq 3");
+  {
+    running_daemon d{dir};
+    auto [rc, got] = ctl(d.address, "job get e2e-job");
+    REQUIRE_MESSAGE(rc == 0, got);
+    CHECK(got.find("\"after\": \"1\"") != std::string::npos);
+    CHECK(got.find("\"owner\": \"ops\"") != std::string::npos);
+    CHECK(got.find("\"lastSeq\": \"3\"") != std::string::npos);
+    d.proc->kill(SIGTERM);
+    REQUIRE(d.proc->wait() == 0);
+  }
+  text = read_file(dir / "daemon.log");
+  CHECK(text.find("and 3 events") != std::string::npos);
+  CHECK(text.find("discarded 0 torn records") != std::string::npos);
+  MESSAGE("an undecodable record that is not the job's last is corruption");
+  append_raw(dir / "data", "e2e-job", 2, "\xff\xff garbage");
+  auto [rc, out] = run_command(daemon_bin + " --listen 127.0.0.1:0 --data-dir "
+                               + (dir / "data"));
+  CHECK(rc == 1);
+  CHECK(out.find("job e2e-job event 2 cannot be decoded") != std::string::npos);
 }

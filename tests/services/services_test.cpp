@@ -475,3 +475,23 @@ TEST_CASE("an in-process restart finds jobs, annotations and registrations") {
   REQUIRE(platform->GetJob(&c, ref, &status).ok());
   CHECK(status.spec().annotations().at("a") == "1");
 }
+
+TEST_CASE("durations parse as the flags document them") {
+  millis x{0};
+  CHECK(parse_duration("250ms", x));
+  CHECK(x == millis{250});
+  CHECK(parse_duration("1.5s", x));
+  CHECK(x == millis{1'500});
+  CHECK(parse_duration("7", x));
+  CHECK(x == millis{7'000});
+  CHECK(parse_duration("15m", x));
+  CHECK(x == millis{900'000});
+  CHECK(parse_duration("2h", x));
+  CHECK(x == millis{7'200'000});
+  CHECK(parse_duration("30d", x));
+  CHECK(x == std::chrono::hours{24 * 30});
+  CHECK(x == registry_config{}.retention);
+  CHECK_FALSE(parse_duration("3w", x));
+  CHECK_FALSE(parse_duration("-1s", x));
+  CHECK_FALSE(parse_duration("d", x));
+}

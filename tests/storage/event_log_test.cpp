@@ -1,5 +1,8 @@
 #include <doctest/doctest.h>
 
+#include <filesystem>
+#include <fstream>
+
 #include "actors/error.hpp"
 #include "actors/job_model.hpp"
 #include "fixtures/jobs.hpp"
@@ -303,7 +306,12 @@ TEST_CASE("replay folds snapshot plus tail and separates deleted jobs") {
   CHECK(j.state.seq == 4);
   CHECK(j.state.registered);
   CHECK(j.state.spec.annotations.at("x") == "1");
-  CHECK(all->deleted == std::vector<std::string>{"gone"});
+  REQUIRE(all->deleted.size() == 1);
+  CHECK(all->deleted[0].job_id == "gone");
+  CHECK(all->deleted[0].seq == 2);
+  CHECK(all->deleted[0].deleted_at_ms == 2);
+  CHECK(all->from_snapshot == 1);
+  CHECK(all->events_replayed == 4); // 2 of "live" after its snapshot, 2 of "gone"
   MESSAGE("replay to a point in the past");
   auto past = replay_job(*log, "live", 3);
   REQUIRE(past);
@@ -321,4 +329,291 @@ TEST_CASE("replay refuses a gap in a job's sequence") {
   auto all = replay_all(*log);
   REQUIRE_FALSE(all);
   CHECK(errc_of(all.error()) == errc::corrupt_record);
+}
+
+namespace {
+
+// The encoded events of a job: a put, then annotation changes up to `n`.
+std::vector<log_record> job_events(const std::string& id, uint64_t n,
+                                   uint64_t first = 1) {
+  std::vector<log_record> result;
+  for (auto seq = first; seq <= n; ++seq) {
+    event ev{seq, static_cast<int64_t>(seq), annotations_changed{}};
+    if (seq == 1)
+      ev.body = job_put{test::make_job(id), true};
+    else
+      std::get<annotations_changed>(ev.body).set = {
+        {"step", std::to_string(seq)}};
+    result.push_back({id, seq, encode_event(ev)});
+  }
+  return result;
+}
+
+// What a write torn by a crash leaves: the first half of a record.
+std::string torn(const std::string& bytes) {
+  return bytes.substr(0, bytes.size() / 2);
+}
+
+// The newest write-ahead log file of a RocksDB directory.
+std::filesystem::path newest_wal(const std::string& dir) {
+  std::filesystem::path result;
+  for (const auto& f : std::filesystem::directory_iterator{dir})
+    if (f.path().extension() == ".log"
+        && (result.empty() || f.path().filename() > result.filename()))
+      result = f.path();
+  return result;
+}
+
+} // namespace
+
+TEST_CASE("replay after a snapshot reads only the events after it") {
+  test::temp_dir dir;
+  auto log = open_log(dir / "db");
+  auto records = job_events("j", 10);
+  auto at7 = job_model{};
+  for (size_t i = 0; i < 7; ++i) {
+    auto ev = decode_event(records[i].bytes);
+    REQUIRE(ev);
+    at7 = apply(std::move(at7), *ev);
+  }
+  // Everything the snapshot covers is garbage: a replay that read any of it
+  // would fail (an undecodable record that is not a job's last is an error).
+  for (size_t i = 0; i < 7; ++i)
+    records[i].bytes = "\xff\xff not an event";
+  REQUIRE_FALSE(log->append(records, {{"j", 7, encode_snapshot(at7)}}));
+  auto all = replay_all(*log);
+  REQUIRE_MESSAGE(all, (all ? "" : message_of(all.error())));
+  REQUIRE(all->live.size() == 1);
+  CHECK(all->live[0].from_snapshot);
+  CHECK(all->live[0].events_replayed == 3);
+  CHECK(all->events_replayed == 3);
+  CHECK(all->from_snapshot == 1);
+  CHECK(all->live[0].state.seq == 10);
+  CHECK(all->live[0].state.spec.annotations.at("step") == "10");
+  CHECK(all->discarded.empty());
+  MESSAGE("the garbage is real: replaying to before the snapshot reads it");
+  auto past = replay_job(*log, "j", 5);
+  REQUIRE_FALSE(past);
+  CHECK(message_of(past.error()).find("job j event 1") != std::string::npos);
+}
+
+TEST_CASE("a torn last record of a job is discarded; one in the middle is an "
+          "error naming job and seq") {
+  test::temp_dir dir;
+  auto log = open_log(dir / "db");
+  auto good = job_events("good", 4);
+  auto j = job_events("j", 4);
+  REQUIRE_FALSE(decode_event(torn(j[3].bytes)));
+  j[3].bytes = torn(j[3].bytes);
+  // Interleaved with another job, so that the torn record is not the last
+  // of the whole log.
+  REQUIRE_FALSE(log->append({j[0], good[0], j[1], good[1], j[2], j[3]}));
+  REQUIRE_FALSE(log->append({good[2], good[3]}));
+  MESSAGE("a job whose only record is torn never existed");
+  auto only = job_events("only", 1);
+  only[0].bytes = torn(only[0].bytes);
+  REQUIRE_FALSE(log->append(only));
+  auto all = replay_all(*log);
+  REQUIRE_MESSAGE(all, (all ? "" : message_of(all.error())));
+  REQUIRE(all->live.size() == 2);
+  CHECK(all->deleted.empty());
+  REQUIRE(all->discarded.size() == 2);
+  CHECK(all->discarded[0].job_id == "j");
+  CHECK(all->discarded[0].seq == 4);
+  CHECK(all->discarded[0].bytes == j[3].bytes.size());
+  CHECK_FALSE(all->discarded[0].reason.empty());
+  CHECK(all->discarded[1].job_id == "only");
+  CHECK(all->discarded[1].seq == 1);
+  const auto& replayed = all->live[1];
+  REQUIRE(replayed.state.spec.job_id == "j");
+  CHECK(replayed.state.seq == 3);
+  CHECK(replayed.state.spec.annotations.at("step") == "3");
+  CHECK(replayed.events_replayed == 3);
+  CHECK(all->live[0].state.seq == 4);
+  MESSAGE("discarding removes the record and its index entry, keeps the rest");
+  auto last = log->last_position();
+  auto found = log->discard("j", 4);
+  REQUIRE(found);
+  CHECK(*found);
+  CHECK(log->last_position() == last);
+  auto read = log->read("j", 1, 100);
+  REQUIRE(read);
+  CHECK(read->size() == 3);
+  auto tail = log->tail(1, 100);
+  REQUIRE_MESSAGE(tail, (tail ? "" : message_of(tail.error())));
+  CHECK(tail->size() == 8); // 9 appended, 1 discarded
+  MESSAGE("the job's next event takes the seq; replay is clean again");
+  auto redo = job_events("j", 4, 4);
+  REQUIRE_FALSE(log->append(redo));
+  auto again = replay_all(*log);
+  REQUIRE(again);
+  CHECK(again->discarded.size() == 1); // only "only" is still there
+  CHECK(again->live[1].state.seq == 4);
+  MESSAGE("an undecodable record followed by another one is corruption");
+  auto k = job_events("k", 3);
+  k[1].bytes = torn(k[1].bytes);
+  REQUIRE_FALSE(log->append(k));
+  auto broken = replay_all(*log);
+  REQUIRE_FALSE(broken);
+  CHECK(errc_of(broken.error()) == errc::corrupt_record);
+  CHECK(message_of(broken.error()).find("job k event 2") != std::string::npos);
+  auto up_to_2 = replay_job(*log, "k", 2);
+  CHECK_FALSE(up_to_2); // a later record exists, whatever the query's end
+}
+
+TEST_CASE("a WAL whose last write was torn reopens with every earlier append "
+          "(point-in-time recovery)") {
+  test::temp_dir dir;
+  auto path = dir / "db";
+  auto a = job_events("a", 3);
+  auto b = job_events("b", 1);
+  {
+    auto log = open_log(dir / "live");
+    REQUIRE_FALSE(log->append({a[0]}));
+    REQUIRE_FALSE(log->append({a[1], b[0]}));
+    // The last append, as one WriteBatch, is the WAL's last record.
+    REQUIRE_FALSE(log->append({a[2]}, {{"a", 3, "snapshot"}}));
+    // A crash leaves the files as they are now (a clean close would flush
+    // the WAL into table files).
+    std::filesystem::copy(dir / "live", path);
+  }
+  auto wal = newest_wal(path);
+  REQUIRE_FALSE(wal.empty());
+  auto size = std::filesystem::file_size(wal);
+  REQUIRE(size > 64);
+  SUBCASE("truncated in the middle of the record") {
+    std::filesystem::resize_file(wal, size - 20);
+  }
+  SUBCASE("garbage in the record (fails its checksum)") {
+    std::fstream f{wal, std::ios::in | std::ios::out | std::ios::binary};
+    f.seekp(static_cast<std::streamoff>(size - 30));
+    f.write("\x13\x37\x13\x37\x13\x37\x13\x37", 8);
+  }
+  auto log = open_log(path);
+  MESSAGE("the torn batch is gone as a whole, everything before is there");
+  auto ra = log->read("a", 1, 10);
+  REQUIRE(ra);
+  CHECK(ra->size() == 2);
+  auto rb = log->read("b", 1, 10);
+  REQUIRE(rb);
+  CHECK(rb->size() == 1);
+  auto snap = log->snapshot("a");
+  REQUIRE(snap);
+  CHECK_FALSE(snap->has_value());
+  CHECK(log->last_position() == 3);
+  auto all = replay_all(*log);
+  REQUIRE(all);
+  CHECK(all->live.size() == 2);
+  CHECK(all->discarded.empty());
+  MESSAGE("appends continue where the log ends");
+  REQUIRE_FALSE(log->append({a[2]}));
+  auto tail = log->tail(1, 10);
+  REQUIRE(tail);
+  REQUIRE(tail->size() == 4);
+  CHECK(tail->back().seq == 3);
+}
+
+TEST_CASE("a purge removes a deleted job's events, index entries and "
+          "snapshot, in steps, and nothing else") {
+  test::temp_dir dir;
+  auto path = dir / "db";
+  auto bytes_of = [](uint64_t seq, event_body body) {
+    return encode_event({seq, 100, std::move(body)});
+  };
+  uint64_t last = 0;
+  {
+    auto log = open_log(path);
+    auto keep = job_events("keep", 3);
+    auto gone = job_events("gone", 2);
+    auto again = job_events("again", 2);
+    REQUIRE_FALSE(log->append({gone[0], keep[0], again[0], gone[1], keep[1],
+                               again[1]},
+                              {{"gone", 2, "snapshot-gone"}}));
+    REQUIRE_FALSE(log->append({{"again", 3, bytes_of(3, job_deleted{})},
+                               keep[2]}));
+    // "again" was re-created after its deletion: its new events and newer
+    // snapshot are not part of the deleted history.
+    REQUIRE_FALSE(log->append(
+      {{"again", 4, bytes_of(4, job_put{test::make_job("again"), true})}},
+      {{"again", 4, "snapshot-again"}}));
+    // The deletion of "gone" is the newest entry of the order.
+    REQUIRE_FALSE(log->append({{"gone", 3, bytes_of(3, job_deleted{})}}));
+    last = log->last_position();
+    REQUIRE(last == 10);
+    auto plan = log->plan_purge({{"gone", 3}, {"again", 3}});
+    int steps = 0;
+    while (!plan.scanned()) {
+      REQUIRE_FALSE(log->scan_purge(plan, 3));
+      ++steps;
+    }
+    CHECK(steps >= 3);
+    CHECK(plan.positions.size() == 6);
+    auto stats = log->commit_purge(plan);
+    REQUIRE_MESSAGE(stats, (stats ? "" : message_of(stats.error())));
+    CHECK(stats->jobs == 2);
+    CHECK(stats->events == 6);
+    CHECK(stats->index_entries == 6);
+    CHECK(stats->snapshots == 1);
+  }
+  MESSAGE("after a reopen");
+  auto log = open_log(path);
+  CHECK(log->last_position() == last); // positions are never reused
+  auto ids = log->job_ids();
+  REQUIRE(ids);
+  CHECK(*ids == std::vector<std::string>{"again", "keep"});
+  auto gone = log->read("gone", 1, 10);
+  REQUIRE(gone);
+  CHECK(gone->empty());
+  auto gone_snap = log->snapshot("gone");
+  REQUIRE(gone_snap);
+  CHECK_FALSE(gone_snap->has_value());
+  auto again = log->read("again", 1, 10);
+  REQUIRE(again);
+  REQUIRE(again->size() == 1);
+  CHECK(again->front().seq == 4);
+  auto again_snap = log->snapshot("again");
+  REQUIRE(again_snap);
+  REQUIRE(again_snap->has_value());
+  CHECK((*again_snap)->bytes == "snapshot-again");
+  auto tail = log->tail(1, 100);
+  REQUIRE_MESSAGE(tail, (tail ? "" : message_of(tail.error())));
+  std::vector<std::string> order;
+  for (const auto& x : *tail)
+    order.push_back(x.job_id + "#" + std::to_string(x.seq));
+  CHECK(order
+        == std::vector<std::string>{"keep#1", "keep#2", "keep#3", "again#4"});
+  REQUIRE_FALSE(log->append(job_events("new", 1)));
+  CHECK(log->last_position() == last + 1);
+}
+
+TEST_CASE("applying a moved event gives the same state as applying a copy") {
+  recovery after;
+  after.state = "WaitReportStopCompleteState";
+  after.uuid = "U-7";
+  after.faults = {{"3", "1"}};
+  after.reset_json = std::string(300, 'r');
+  flow_step step;
+  step.input = "faultOccur";
+  step.path = {"INIT", after.state};
+  step.after = after;
+  step.annotations = {{"ProcessRecoverStatus", "recovering"}};
+  auto spec = test::make_job("j", 3, 4);
+  std::vector<event> evs{
+    {1, 10, job_put{spec, true}},
+    {2, 11, job_inited{make_init_config(spec), "t"}},
+    {3, 12, job_registered{"t"}},
+    {4, 13, job_put{test::make_job("j", 1, 8), false}},
+    {5, 14, step},
+    {6, 15, device_faults_reported{"UnHealthy", {{"n0", "1", {"X"}, "L2"}}}},
+  };
+  job_model copied;
+  job_model moved;
+  for (const auto& ev : evs) {
+    copied = apply(std::move(copied), ev);
+    moved = apply(std::move(moved), event{ev});
+  }
+  CHECK(moved.rec.uuid == "U-7");
+  CHECK(moved.spec.pods.size() == 1);
+  CHECK(moved.spec.annotations.at("ProcessRecoverStatus") == "recovering");
+  CHECK(encode_snapshot(moved) == encode_snapshot(copied));
 }

@@ -1,0 +1,531 @@
+// startup_bench: how long a restart takes with many jobs, and what an idle
+// job costs in memory (design §7: 10,000 jobs and 1,000,000 events replayed
+// and serving in <= 2 s; <= 50 KB resident per idle registered job).
+//
+// 1. A child process writes the jobs into a scratch data directory through
+//    the real record encoding and the real pure job model: put, init,
+//    register, subscribe, then rounds of a recovery flow, an annotation
+//    change, a fault report and its clearing, and a re-subscription, until
+//    each job has its share of the events (the mean, give or take up to
+//    half; the rest are annotation changes, so every job ends idle). Flow
+//    steps (a full recovery state each) are more than half of the events: a
+//    fault-heavy mix, so a pessimistic one for replay. Snapshots are written
+//    every --snapshot-every events, as the job actors write them. The writer
+//    then closes the log as the daemon does at a clean stop (or, with
+//    --crash, ends as if killed, so the first start-up replays the WAL).
+// 2. The real start-up path, `app::start` (open, replay, discard, spawn the
+//    registry and the job actors, listen, and wait until the registry
+//    answers): then it serves. A ListJobs through the registry, answered by
+//    every job, proves that all jobs are there (timed separately). Resident
+//    memory (VmRSS) is read before the start and after the ListJobs; a
+//    second child process does the same on an empty data directory, to
+//    separate the fixed cost of the daemon from the cost per job.
+// 3. A bare RocksDB open and scan of the column families replay reads
+//    (events and snapshots), in the same run, on the same files.
+//
+// The baseline talks to RocksDB directly on purpose: it is the bare
+// reference, so it must not go through storage/.
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <caf/scoped_actor.hpp>
+#include <CLI/CLI.hpp>
+#include <rocksdb/db.h>
+
+#include "actors/error.hpp"
+#include "actors/job_model.hpp"
+#include "actors/log.hpp"
+#include "services/app.hpp"
+#include "storage/event_codec.hpp"
+#include "storage/event_log.hpp"
+
+using namespace recoverd;
+namespace fs = std::filesystem;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+struct options {
+  size_t jobs = 10'000;
+  size_t events = 1'000'000;
+  uint64_t snapshot_every = job_config{}.snapshot_every;
+  int rounds = 3;
+  bool crash = false;
+  std::string dir;
+};
+
+double seconds_since(clock_type::time_point t0) {
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+// Resident set size of this process in KiB.
+long rss_kib() {
+  std::ifstream f{"/proc/self/status"};
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmRSS:", 0) == 0)
+      return std::stol(line.substr(6));
+  return -1;
+}
+
+[[noreturn]] void die(const std::string& what) {
+  std::fprintf(stderr, "startup_bench: %s\n", what.c_str());
+  std::exit(1);
+}
+
+// -- writing ------------------------------------------------------------------
+
+// Job sizes cycle through 1, 2, 4, 8 and 16 pods of 8 devices each.
+job_spec make_spec(size_t i) {
+  static constexpr int pods_of[] = {1, 2, 4, 8, 16};
+  job_spec spec;
+  char id[32];
+  std::snprintf(id, sizeof(id), "job-%06zu", i);
+  spec.job_id = id;
+  spec.name = "train-" + spec.job_id;
+  spec.ns = "team-" + std::to_string(i % 20);
+  spec.framework = i % 2 == 0 ? "pytorch" : "mindspore";
+  spec.recover_strategies = {"retry", "recover", "dump"};
+  spec.process_recover_enable = true;
+  spec.annotations = {{"owner", "ml-platform"}};
+  int rank = 0;
+  for (int p = 0; p < pods_of[i % 5]; ++p) {
+    pod x;
+    x.pod_rank = p;
+    x.uid = spec.job_id + "-3f2a9c1e-7d4b-" + std::to_string(p);
+    char node[32];
+    std::snprintf(node, sizeof(node), "node-%05zu",
+                  (i * 16 + static_cast<size_t>(p)) % 50'000);
+    x.node_name = node;
+    x.running = true;
+    x.super_pod_id = static_cast<int32_t>(i % 8);
+    for (int d = 0; d < 8; ++d)
+      x.devices.push_back({std::to_string(d), std::to_string(rank++)});
+    spec.pods.push_back(std::move(x));
+  }
+  return spec;
+}
+
+// Drives one job through the pure model, collecting its encoded events.
+class job_writer {
+public:
+  job_writer(size_t index, size_t budget, uint64_t snapshot_every)
+    : spec_(make_spec(index)), budget_(budget), every_(snapshot_every) {
+    waits_.fault_flush = millis{0};
+    waits_.resource_release = millis{0};
+    waits_.hccl_convergence = millis{0};
+    waits_.restart_all = millis{0};
+    client_ = {spec_.job_id, "taskd", "ipv4:10.0.0.1:40000"};
+  }
+
+  void run() {
+    run_cmd(put_cmd{spec_});
+    run_cmd(init_cmd{client_});
+    run_cmd(register_cmd{client_, false});
+    run_cmd(subscribe_cmd{client_, 0});
+    // Whole rounds only: every job ends idle, so the restarted daemon has
+    // no flow to resume and writes nothing while it is measured.
+    int round = 0;
+    for (; budget_ - std::min(budget_, records.size()) >= round_room; ++round) {
+      recovery_flow(round);
+      run_cmd(annotate_cmd{{{"round", std::to_string(round)}}, {}, "platform"});
+      const auto& p = spec_.pods.back();
+      device_fault f{p.node_name, "3", {"80E01801"}, "L2"};
+      run_cmd(faults_cmd{{spec_.job_id, "UnHealthy", {f}}});
+      run_cmd(faults_cmd{{spec_.job_id, "Healthy", {}}});
+      run_cmd(detach_cmd{model_.subscriber_generation,
+                         model_.subscriber_generation, "stream closed"});
+      run_cmd(subscribe_cmd{client_, 0});
+    }
+    for (int pad = 0; !full(); ++pad)
+      run_cmd(annotate_cmd{{{"note", std::to_string(pad)}}, {}, "platform"});
+  }
+
+  std::vector<log_record> records;
+  std::vector<snapshot_record> snapshots;
+
+private:
+  // Events a round takes at most (a flow is 7 or 8).
+  static constexpr size_t round_room = 16;
+
+  bool full() const {
+    return records.size() >= budget_;
+  }
+
+  void run_cmd(const command& cmd) {
+    if (full())
+      return;
+    auto d = decide(model_, cmd);
+    if (!d)
+      die("job " + spec_.job_id + ": " + message_of(d.error()));
+    for (auto& body : d->events) {
+      if (full())
+        return;
+      event ev{model_.seq + 1, now_, std::move(body)};
+      records.push_back({spec_.job_id, ev.seq, storage::encode_event(ev)});
+      model_ = apply(std::move(model_), ev);
+      if (every_ > 0 && ++since_snapshot_ >= every_) {
+        snapshots.push_back(
+          {spec_.job_id, model_.seq, storage::encode_snapshot(model_)});
+        since_snapshot_ = 0;
+      }
+    }
+    now_ += 7;
+  }
+
+  void flow(flow_input in) {
+    in.now_ms = now_;
+    in.fresh_uuid = "17A0" + std::to_string(now_) + "-"
+                    + std::to_string(model_.seq) + "c0ffee";
+    run_cmd(flow_cmd{std::move(in), waits_});
+  }
+
+  // Delivers pending signals and fires due deadlines, as the job actor does.
+  void settle() {
+    for (int i = 0; i < 20 && !full(); ++i) {
+      const auto& rec = model_.rec;
+      flow_input in;
+      if (rec.outbox) {
+        in.name = send_result_event(*rec.outbox);
+        in.delivered = *rec.outbox;
+      } else if (rec.deadline_ms > 0 && rec.deadline_ms <= now_) {
+        in.name = rec.deadline_event;
+      } else {
+        return;
+      }
+      flow(std::move(in));
+    }
+  }
+
+  void report(const std::string& kind, std::vector<std::string> strategies,
+              const std::string& strategy = "") {
+    flow_input in;
+    in.name = "receiveReport";
+    in.report_kind = kind;
+    in.strategies = std::move(strategies);
+    in.report.strategy = strategy;
+    flow(std::move(in));
+    settle();
+  }
+
+  // One process-level recovery: fault, stop, global fault, strategy,
+  // recover, success.
+  void recovery_flow(int round) {
+    flow_input fault;
+    fault.name = "faultOccur";
+    auto ranks = spec_.pods.size() * 8;
+    fault.faults = {{std::to_string(static_cast<size_t>(round) % ranks), "1"}};
+    flow(std::move(fault));
+    settle();
+    report("stop", {});
+    report("strategy", {"recover", "dump"});
+    report("status", {}, "recover");
+    if (model_.rec.state != st::init)
+      die("job " + spec_.job_id + ": flow ended in " + model_.rec.state);
+  }
+
+  job_spec spec_;
+  size_t budget_;
+  uint64_t every_;
+  timeouts waits_;
+  client_info client_;
+  job_model model_;
+  int64_t now_ = 1'700'000'000'000;
+  uint64_t since_snapshot_ = 0;
+};
+
+// Events of job `i`: the mean give or take up to half of it, varied
+// pseudo-randomly in pairs of jobs so that the total stays exact (and a
+// job's count is not a multiple of the snapshot interval by construction).
+size_t events_of(const options& opts, size_t i) {
+  auto mean = opts.events / opts.jobs;
+  auto result = mean + (i == 0 ? opts.events % opts.jobs : 0);
+  if (i / 2 * 2 + 1 >= opts.jobs)
+    return result; // the last job of an odd count has no partner
+  auto h = (i / 2 + 1) * 0x9E3779B97F4A7C15ull;
+  auto d = static_cast<size_t>((h ^ (h >> 29)) % (mean / 2 + 1));
+  return i % 2 == 0 ? result + d : result - d;
+}
+
+struct written {
+  uint64_t events = 0;
+  uint64_t snapshots = 0;
+  uint64_t bytes = 0;
+  double seconds = 0;
+};
+
+written write_data(const options& opts, const std::string& path) {
+  written result;
+  auto t0 = clock_type::now();
+  storage::event_log_options log_opts;
+  log_opts.path = path;
+  log_opts.sync = false;
+  {
+    auto log = storage::event_log::open(log_opts);
+    if (!log)
+      die(message_of(log.error()));
+    std::vector<log_record> batch;
+    std::vector<snapshot_record> snaps;
+    auto flush = [&] {
+      if (auto err = (*log)->append(batch, snaps))
+        die(message_of(err));
+      batch.clear();
+      snaps.clear();
+    };
+    for (size_t i = 0; i < opts.jobs; ++i) {
+      auto budget = events_of(opts, i);
+      job_writer w{i, budget, opts.snapshot_every};
+      w.run();
+      result.events += w.records.size();
+      result.snapshots += w.snapshots.size();
+      for (const auto& r : w.records)
+        result.bytes += r.bytes.size();
+      std::move(w.records.begin(), w.records.end(), std::back_inserter(batch));
+      std::move(w.snapshots.begin(), w.snapshots.end(),
+                std::back_inserter(snaps));
+      if (batch.size() >= 20'000)
+        flush();
+    }
+    flush();
+    if (auto err = (*log)->sync_wal())
+      die(message_of(err));
+    // As if killed: no flush, no close; the next open replays the WAL.
+    if (opts.crash)
+      (void) log->release();
+  }
+  result.seconds = seconds_since(t0);
+  return result;
+}
+
+// -- measuring ----------------------------------------------------------------
+
+struct startup {
+  double seconds = 0;
+  double replay_ms = 0;
+  double list_ms = 0;
+  size_t jobs = 0;
+  uint64_t events = 0;
+  size_t from_snapshot = 0;
+  long rss_before = 0;
+  long rss_after = 0;
+};
+
+startup run_startup(const options& opts, const std::string& path) {
+  startup result;
+  app_options ao;
+  ao.listen = "127.0.0.1:0";
+  ao.data_dir = path;
+  ao.registry.max_jobs = std::max<size_t>(opts.jobs, 1);
+  ao.registry.job.snapshot_every = opts.snapshot_every;
+  result.rss_before = rss_kib();
+  auto t0 = clock_type::now();
+  auto daemon = app::start(ao);
+  if (!daemon)
+    die(message_of(daemon.error()));
+  // Serving: app::start returns once the server listens and the registry,
+  // having spawned every job actor, answers.
+  result.seconds = seconds_since(t0);
+  // Proof that every job is there and answers: a ListJobs over all of them.
+  auto t1 = clock_type::now();
+  {
+    caf::scoped_actor self{(*daemon)->system()};
+    self
+      ->request((*daemon)->registry(), std::chrono::seconds(60),
+                list_atom::value, std::string{})
+      .receive([&](std::vector<job_summary>& xs) { result.jobs = xs.size(); },
+               [&](caf::error& err) { die(message_of(err)); });
+  }
+  result.list_ms = seconds_since(t1) * 1000;
+  result.rss_after = rss_kib();
+  result.replay_ms = (*daemon)->replayed().millis;
+  result.events = (*daemon)->replayed().events;
+  result.from_snapshot = (*daemon)->replayed().from_snapshot;
+  (*daemon)->stop();
+  return result;
+}
+
+struct scan {
+  double seconds = 0;
+  uint64_t entries = 0;
+  uint64_t bytes = 0;
+};
+
+scan run_bare(const std::string& path) {
+  scan result;
+  auto t0 = clock_type::now();
+  rocksdb::DBOptions db_opts;
+  std::vector<rocksdb::ColumnFamilyDescriptor> descs;
+  for (auto* name : {"default", "events", "global", "snapshots", "meta"})
+    descs.emplace_back(name, rocksdb::ColumnFamilyOptions{});
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* raw = nullptr;
+  auto st = rocksdb::DB::Open(db_opts, path, descs, &handles, &raw);
+  if (!st.ok())
+    die(st.ToString());
+  std::unique_ptr<rocksdb::DB> db{raw};
+  for (auto cf : {1, 3}) {
+    std::unique_ptr<rocksdb::Iterator> it{
+      db->NewIterator(rocksdb::ReadOptions{}, handles[static_cast<size_t>(cf)])};
+    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+      ++result.entries;
+      result.bytes += it->key().size() + it->value().size();
+    }
+    if (!it->status().ok())
+      die(it->status().ToString());
+  }
+  result.seconds = seconds_since(t0);
+  for (auto* h : handles)
+    db->DestroyColumnFamilyHandle(h);
+  db->Close();
+  return result;
+}
+
+// Runs `f` in a child process (before this process has threads) and returns
+// what it wrote into the pipe.
+template <class F>
+std::string in_child(F f) {
+  int fds[2];
+  if (::pipe(fds) != 0)
+    die("pipe failed");
+  std::fflush(stdout);
+  auto pid = ::fork();
+  if (pid < 0)
+    die("fork failed");
+  if (pid == 0) {
+    ::close(fds[0]);
+    auto out = f();
+    auto n = ::write(fds[1], out.data(), out.size());
+    ::_exit(n == static_cast<ssize_t>(out.size()) ? 0 : 1);
+  }
+  ::close(fds[1]);
+  std::string out;
+  char buf[256];
+  ssize_t n = 0;
+  while ((n = ::read(fds[0], buf, sizeof(buf))) > 0)
+    out.append(buf, static_cast<size_t>(n));
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    die("child process failed");
+  return out;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  options opts;
+  CLI::App cli{"startup_bench: restart time and memory per job vs a bare "
+               "RocksDB scan"};
+  cli.add_option("--jobs", opts.jobs, "jobs")->capture_default_str();
+  cli.add_option("--events", opts.events, "events over all jobs")
+    ->capture_default_str();
+  cli.add_option("--snapshot-every", opts.snapshot_every,
+                 "snapshot every N events of a job, as the daemon's flag "
+                 "(0: never)")
+    ->capture_default_str();
+  cli.add_option("--rounds", opts.rounds, "start-ups (median is reported)")
+    ->capture_default_str();
+  cli.add_option("--dir", opts.dir, "scratch directory (default: a temp dir)");
+  cli.add_flag("--crash", opts.crash,
+               "the writer ends as if killed (no flush, no close), so the "
+               "first start-up also replays the WAL");
+  CLI11_PARSE(cli, argc, argv);
+  if (opts.jobs == 0 || opts.events < opts.jobs * 4 || opts.rounds < 1) {
+    std::fprintf(stderr, "startup_bench: need jobs >= 1, events >= 4 per "
+                         "job, rounds >= 1\n");
+    return 2;
+  }
+  configure_logging("warn", "text");
+  auto base = opts.dir.empty()
+                ? fs::temp_directory_path()
+                    / ("startup-bench-" + std::to_string(::getpid()))
+                : fs::path{opts.dir};
+  fs::remove_all(base);
+  fs::create_directories(base);
+  auto data = (base / "data").string();
+  auto empty = (base / "empty").string();
+
+  auto w = in_child([&] {
+    auto x = write_data(opts, data);
+    return std::to_string(x.events) + " " + std::to_string(x.snapshots) + " "
+           + std::to_string(x.bytes) + " " + std::to_string(x.seconds);
+  });
+  written wr;
+  std::sscanf(w.c_str(), "%lu %lu %lu %lf", &wr.events, &wr.snapshots,
+              &wr.bytes, &wr.seconds);
+  std::printf("wrote %zu jobs, %lu events (%.0f bytes mean), %lu snapshots "
+              "(every %lu events) in %.1f s\n",
+              opts.jobs, wr.events,
+              static_cast<double>(wr.bytes) / static_cast<double>(wr.events),
+              wr.snapshots, opts.snapshot_every, wr.seconds);
+  std::fflush(stdout);
+
+  // The daemon's fixed cost: the same start-up on an empty directory.
+  auto fixed_kib = std::stol(in_child([&] {
+    auto s = run_startup(opts, empty);
+    return std::to_string(s.rss_after - s.rss_before);
+  }));
+
+  std::vector<double> ours;
+  std::vector<double> bare;
+  startup first;
+  for (int r = 0; r < opts.rounds; ++r) {
+    auto s = run_startup(opts, data);
+    if (r == 0)
+      first = s;
+    if (s.jobs != opts.jobs)
+      die("ListJobs answered " + std::to_string(s.jobs) + " jobs, expected "
+          + std::to_string(opts.jobs));
+    auto b = run_bare(data);
+    std::printf("round %d: start-up %.3f s (replay %.0f ms: %lu events "
+                "folded, %zu jobs from snapshots; then ListJobs of all %zu "
+                "jobs %.0f ms), bare RocksDB open+scan %.3f s (%lu entries, "
+                "%.0f MB), ratio %.2f\n",
+                r + 1, s.seconds, s.replay_ms, s.events, s.from_snapshot,
+                s.jobs, s.list_ms,
+                b.seconds, b.entries, static_cast<double>(b.bytes) / 1e6,
+                s.seconds / b.seconds);
+    std::fflush(stdout);
+    ours.push_back(s.seconds);
+    bare.push_back(b.seconds);
+  }
+  auto median = [](std::vector<double> xs) {
+    std::sort(xs.begin(), xs.end());
+    return xs[xs.size() / 2];
+  };
+  auto m_ours = median(ours);
+  auto m_bare = median(bare);
+  auto per_job = [&](long kib) {
+    return static_cast<double>(kib) / static_cast<double>(opts.jobs);
+  };
+  auto gross = first.rss_after - first.rss_before;
+  std::printf("\nstart-up until serving (%zu jobs, %lu events): first %.3f s "
+              "(after the writer %s), median of %d %.3f s (design target "
+              "<= 2 s)\n",
+              opts.jobs, wr.events, ours.front(),
+              opts.crash ? "was killed: replays the WAL" : "stopped cleanly",
+              opts.rounds, m_ours);
+  std::printf("bare RocksDB open + scan of events and snapshots: %.3f s\n",
+              m_bare);
+  std::printf("ratio start-up / bare scan: %.2f\n", m_ours / m_bare);
+  std::printf("resident memory: +%ld KiB with %zu jobs loaded and "
+              "registered = %.1f KiB per job; the daemon alone (empty data "
+              "directory) +%ld KiB, so %.1f KiB per job net (design target "
+              "<= 50 KB)\n",
+              gross, opts.jobs, per_job(gross), fixed_kib,
+              per_job(gross - fixed_kib));
+  if (opts.dir.empty())
+    fs::remove_all(base);
+  return 0;
+}
