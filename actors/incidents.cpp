@@ -152,7 +152,9 @@ void job_history::update(const event& ev, const flow_stepped& x,
     add_rank(f.rank_id);
   for (const auto& [rank, type] : x.after.faults)
     add_rank(rank);
-  if (x.om_final && !x.om_messages.empty())
+  // What the operator was told last (a stress result is not final: the
+  // training continues after it).
+  if (!x.om_messages.empty())
     i.operator_result = x.om_messages.back();
   if (!milestones)
     return;
@@ -167,6 +169,8 @@ void job_history::update(const event& ev, const flow_stepped& x,
     reach(ev, "stop_acknowledged");
   if (x.input == "receiveReport" && x.report_kind == "switch")
     reach(ev, "switch_reported");
+  if (x.input == "receiveReport" && x.report_kind == "stress")
+    reach(ev, "stress_reported");
 }
 
 void job_history::close(const event& ev, std::string outcome) {

@@ -232,3 +232,30 @@ TEST_CASE("describe: one readable line per event") {
   CHECK(describe(faults)
         == "fault center: UnHealthy, 1 device faults n0/1:80E01801");
 }
+
+TEST_CASE("incidents: a stress test, its result phase and what the operator "
+          "was told") {
+  history_builder h;
+  h.add(10, job_put{spec(), true});
+  h.rec.om_kind = "stress";
+  h.rec.uuid = "T1";
+  h.step(100, "startStressTest", {st::notify_pause_train});
+  h.step(110, "notifySuccess", {st::wait_pause_complete});
+  h.step(150, "receiveReport", {st::notify_stress_test}).report_kind = "stop";
+  h.step(160, "notifySuccess", {st::wait_stress_test_finished});
+  auto& result = h.step(700, "receiveReport", {st::notify_continue_train});
+  result.report_kind = "stress";
+  result.om_messages = {"stress test finish, result:{}"};
+  h.step(710, "notifyContinueSuccessEvent", {st::wait_continue_train});
+  h.rec.om_kind.clear();
+  h.rec.last_outcome = "recovered";
+  auto& end = h.step(800, "stressTestRecvContinue", {st::init});
+  end.om_final = true;
+  auto xs = build_incidents(h.evs);
+  REQUIRE(xs.size() == 1);
+  CHECK(xs[0].kind == "stress");
+  CHECK(xs[0].outcome == "stress test finish, result:{}");
+  REQUIRE(xs[0].phase("stress_reported") != nullptr);
+  CHECK(xs[0].phase("stress_reported")->duration_ms == 550);
+  CHECK(xs[0].duration_ms() == 700);
+}
