@@ -45,7 +45,10 @@ cat <<EOF
 
 == where to look next (while recoverd runs: ./build/recoverd)
   ./build/recoverctl jobs                                 # the jobs recoverd knows
-  ./build/recoverctl job get sim-hardware-fault-0         # one job's state as JSON
+  ./build/recoverctl job get sim-hardware-fault-0         # one job (add -o json for JSON)
+  ./build/recoverctl timeline sim-hardware-fault-0        # its story, phase by phase
+  curl -s 127.0.0.1:8900/api/v1/jobs                      # the dashboard API (HTTP/JSON)
+  curl -s 127.0.0.1:8900/metrics                          # Prometheus metrics
   ./build/recoverctl switch-nic JOB NODE DEV=on           # an operator link switch
   ./build/recoverctl stress-test JOB --all-nodes aic,p2p  # an online stress test
   ./build/recoverd-sim --spawn-daemon --scenario all      # every scenario, own daemon

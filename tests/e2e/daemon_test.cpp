@@ -128,7 +128,7 @@ TEST_CASE("e2e: put with recoverctl, register, subscribe, SIGKILL, restart, "
     REQUIRE(stream->Read(&sig));
     CHECK(sig.signaltype() == "keep-alive");
     CHECK(sig.jobid() == "e2e-job");
-    auto [grc, got] = ctl(d.address, "job get e2e-job");
+    auto [grc, got] = ctl(d.address, "job get e2e-job --output json");
     REQUIRE(grc == 0);
     CHECK(got.find("\"subscribed\": true") != std::string::npos);
     job_json_before = got;
@@ -140,7 +140,7 @@ TEST_CASE("e2e: put with recoverctl, register, subscribe, SIGKILL, restart, "
     stream->Finish();
   }
   running_daemon d{dir};
-  auto [rc, got] = ctl(d.address, "job get e2e-job");
+  auto [rc, got] = ctl(d.address, "job get e2e-job --output json");
   REQUIRE_MESSAGE(rc == 0, got);
   CHECK(got.find("\"owner\": \"ops\"") != std::string::npos);
   CHECK(got.find("\"team\"") == std::string::npos);
@@ -194,7 +194,7 @@ TEST_CASE("e2e: a second daemon on the same data directory or port fails at "
 TEST_CASE("e2e: recoverctl exit codes and messages") {
   temp_dir dir;
   running_daemon d{dir};
-  auto [rc1, out1] = ctl(d.address, "job get missing");
+  auto [rc1, out1] = ctl(d.address, "job get missing --output json");
   CHECK(rc1 == 1);
   CHECK(out1.find("job missing is not known") != std::string::npos);
   {
@@ -248,7 +248,7 @@ TEST_CASE("e2e: SIGKILL in the middle of a recovery; the restarted daemon "
   // Wait until the delivery of stopTrain is durable: killed before that, the
   // restarted daemon sends stopTrain again (at-least-once, same uuid).
   for (int i = 0; i < 100; ++i) {
-    auto [rc, got] = ctl(address, "job get e2e-job");
+    auto [rc, got] = ctl(address, "job get e2e-job --output json");
     if (got.find("WaitReportStopCompleteState") != std::string::npos)
       break;
     std::this_thread::sleep_for(20ms);
@@ -272,7 +272,7 @@ TEST_CASE("e2e: SIGKILL in the middle of a recovery; the restarted daemon "
   CHECK(change->changestrategy() == "recover");
   CHECK(change->uuid() == stop->uuid());
   REQUIRE(agent.report_recover_status(0, "recover").code() == 0);
-  auto [rc, got] = ctl(address, "job get e2e-job");
+  auto [rc, got] = ctl(address, "job get e2e-job --output json");
   CHECK(got.find("\"recoveryState\": \"INIT\"") != std::string::npos);
   CHECK(got.find("\"lastOutcome\": \"recover-success\"") != std::string::npos);
   agent.stop();
@@ -304,7 +304,7 @@ void crash_at(const std::string& kill_at) {
   recoverd::agent::client agent{address, "e2e-job"};
   REQUIRE(agent.init_clusterd().code() == 0);
   auto state = [&] {
-    auto [rc, got] = ctl(address, "job get e2e-job");
+    auto [rc, got] = ctl(address, "job get e2e-job --output json");
     auto key = std::string{"\"recoveryState\": \""};
     auto at = got.find(key);
     if (rc != 0 || at == std::string::npos)
@@ -357,7 +357,7 @@ void crash_at(const std::string& kill_at) {
   if (kill_at == "WaitReportProcessRecoverStatusState")
     crash();
   REQUIRE(agent.report_recover_status(0, "recover").code() == 0);
-  auto [rc, got] = ctl(address, "job get e2e-job");
+  auto [rc, got] = ctl(address, "job get e2e-job --output json");
   CHECK(got.find("\"recoveryState\": \"INIT\"") != std::string::npos);
   CHECK(got.find("\"lastOutcome\": \"recover-success\"") != std::string::npos);
   CHECK(got.find("\"flows\": \"1\"") != std::string::npos);
@@ -368,7 +368,7 @@ void crash_at(const std::string& kill_at) {
   d->proc->kill(SIGTERM);
   REQUIRE(d->proc->wait() == 0);
   d = std::make_unique<running_daemon>(dir, address, waits);
-  auto [rc2, again] = ctl(address, "job get e2e-job");
+  auto [rc2, again] = ctl(address, "job get e2e-job --output json");
   CHECK(again.find("\"lastOutcome\": \"recover-success\"") != std::string::npos);
   CHECK(again.find("\"recoveryState\": \"INIT\"") != std::string::npos);
 }
@@ -603,7 +603,7 @@ void om_crash_at(bool stress, const std::string& kill_at) {
   recoverd::agent::client agent{address, "e2e-job"};
   REQUIRE(agent.init_clusterd().code() == 0);
   auto state = [&] {
-    auto [rc, got] = ctl(address, "job get e2e-job");
+    auto [rc, got] = ctl(address, "job get e2e-job --output json");
     auto key = std::string{"\"recoveryState\": \""};
     auto at = got.find(key);
     if (rc != 0 || at == std::string::npos)
@@ -712,7 +712,7 @@ void om_crash_at(bool stress, const std::string& kill_at) {
     CHECK(cont->uuid() == pause->uuid());
   crash_if("WaitContinueTrainState");
   REQUIRE(agent.report_recover_status(0, "continue").code() == 0);
-  auto [rc, got] = ctl(address, "job get e2e-job");
+  auto [rc, got] = ctl(address, "job get e2e-job --output json");
   CHECK(got.find("\"recoveryState\": \"INIT\"") != std::string::npos);
   CHECK(got.find("\"lastOutcome\": \"recovered\"") != std::string::npos);
   CHECK(got.find("\"flows\": \"1\"") != std::string::npos);
@@ -780,7 +780,7 @@ TEST_CASE("e2e: a torn last record is discarded at start-up and reported; "
   append_raw(dir / "data", "e2e-job", 3, bytes);
   {
     running_daemon d{dir};
-    auto [rc, got] = ctl(d.address, "job get e2e-job");
+    auto [rc, got] = ctl(d.address, "job get e2e-job --output json");
     REQUIRE_MESSAGE(rc == 0, got);
     CHECK(got.find("\"owner\": \"ops\"") != std::string::npos);
     CHECK(got.find("\"lastSeq\": \"2\"") != std::string::npos);
@@ -799,7 +799,7 @@ TEST_CASE("e2e: a torn last record is discarded at start-up and reported; "
   MESSAGE("the next start finds a clean log with the new seq 3");
   {
     running_daemon d{dir};
-    auto [rc, got] = ctl(d.address, "job get e2e-job");
+    auto [rc, got] = ctl(d.address, "job get e2e-job --output json");
     REQUIRE_MESSAGE(rc == 0, got);
     CHECK(got.find("\"after\": \"1\"") != std::string::npos);
     CHECK(got.find("\"owner\": \"ops\"") != std::string::npos);
@@ -816,4 +816,43 @@ TEST_CASE("e2e: a torn last record is discarded at start-up and reported; "
                                + (dir / "data"));
   CHECK(rc == 1);
   CHECK(out.find("job e2e-job event 2 cannot be decoded") != std::string::npos);
+}
+
+TEST_CASE("e2e: recoverctl is consistent: every command has --help, "
+          "--server and --output table|json (also after the command)") {
+  for (const char* cmd :
+       {"", "job", "job put", "job get", "job delete", "jobs", "annotate",
+        "switch-nic", "stress-test", "nodes", "nodes clear", "timeline",
+        "events", "incidents"}) {
+    CAPTURE(cmd);
+    auto [rc, out] = run_command(ctl_bin + " " + cmd + " --help");
+    CHECK(rc == 0);
+    CHECK(out.find("--server") != std::string::npos);
+    CHECK(out.find("--output") != std::string::npos);
+  }
+  temp_dir dir;
+  {
+    std::ofstream f{dir / "job.json"};
+    f << job_file;
+  }
+  running_daemon d{dir};
+  auto [prc, put] = run_command(ctl_bin + " job put " + (dir / "job.json")
+                                + " --server " + d.address + " -o json");
+  CHECK(prc == 0);
+  CHECK(put.find("\"created\": true") != std::string::npos);
+  auto [trc, table] = ctl(d.address, "job get e2e-job");
+  CHECK(trc == 0);
+  CHECK(table.find("STATE        INIT") != std::string::npos);
+  CHECK(table.find("TOPOLOGY     2 pods, 4 ranks") != std::string::npos);
+  CHECK(table.find("ANNOTATIONS  team=a") != std::string::npos);
+  auto [jrc, json] = ctl(d.address, "--output json job get e2e-job");
+  CHECK(jrc == 0);
+  CHECK(json.find("\"recoveryState\": \"INIT\"") != std::string::npos);
+  auto [arc, ann] = ctl(d.address, "annotate e2e-job owner=ops");
+  CHECK(arc == 0);
+  CHECK(ann.find("owner=ops") != std::string::npos);
+  auto [nrc, nodes] = ctl(d.address, "nodes -o json");
+  CHECK(nrc == 0);
+  CHECK(nodes.find("{") != std::string::npos);
+  CHECK(ctl(d.address, "jobs --output yaml").first == 2);
 }

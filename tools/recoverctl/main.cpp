@@ -13,8 +13,10 @@
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <iterator>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -45,6 +47,12 @@ constexpr int exit_unreachable = 3;
 struct options {
   std::string server = "127.0.0.1:8899";
   std::string timeout = "10";
+  /// "table" for people, "json" for scripts.
+  std::string output = "table";
+
+  bool json() const {
+    return output == "json";
+  }
 };
 
 int fail(int code, const std::string& msg) {
@@ -76,6 +84,16 @@ std::string to_json(const google::protobuf::Message& msg) {
   return out;
 }
 
+// One message as compact JSON (for JSON-lines streams).
+std::string to_json_line(const google::protobuf::Message& msg) {
+  google::protobuf::util::JsonPrintOptions opts;
+  opts.always_print_primitive_fields = true;
+  std::string out;
+  if (!google::protobuf::util::MessageToJsonString(msg, &out, opts).ok())
+    return "{}";
+  return out;
+}
+
 class client {
 public:
   explicit client(const options& opts) : opts_(opts) {
@@ -93,6 +111,10 @@ public:
 
   pb::Platform::Stub& stub() {
     return *stub_;
+  }
+
+  bool json() const {
+    return opts_.json();
   }
 
   const std::string& server() const {
@@ -124,10 +146,42 @@ int job_put(client& c, const std::string& file) {
   auto ctx = c.context();
   if (auto rst = c.stub().PutJob(ctx.get(), req, &resp); !rst.ok())
     return rpc_failed(rst, c.server());
+  if (c.json()) {
+    std::cout << to_json(resp);
+    return 0;
+  }
   std::cout << "job " << resp.job().spec().jobid()
             << (resp.created() ? " created" : " updated") << " (seq "
             << resp.job().lastseq() << ")\n";
   return 0;
+}
+
+// One job's status for people: the fields an operator looks at first.
+void print_job(const pb::JobStatus& j) {
+  const auto& s = j.spec();
+  int ranks = 0;
+  for (const auto& p : s.pods())
+    ranks += p.devices_size();
+  auto row = [](const char* key, const std::string& value) {
+    std::printf("%-12s %s\n", key, value.c_str());
+  };
+  row("JOB", s.jobid() + " (" + s.name() + ", namespace " + s.namespace_() + ")");
+  row("STATE", j.recoverystate() + (j.uuid().empty() ? "" : ", flow " + j.uuid()));
+  row("AGENT", std::string{j.subscribed()   ? "attached"
+                           : j.registered() ? "registered, detached"
+                           : j.inited()     ? "inited"
+                                            : "-"}
+                 + ", label " + (j.processrecoverlabel().empty() ? "-" : j.processrecoverlabel()));
+  row("HEALTH", j.healthstate().empty() ? "-" : j.healthstate());
+  row("TOPOLOGY", std::to_string(s.pods_size()) + " pods, " + std::to_string(ranks)
+                    + " ranks");
+  row("FLOWS", std::to_string(j.flows()) + (j.lastoutcome().empty() ? "" : ", last: " + j.lastoutcome()));
+  row("SEQ", std::to_string(j.lastseq()));
+  std::string annotations;
+  for (const auto& [k, v] : std::map<std::string, std::string>{
+         s.annotations().begin(), s.annotations().end()})
+    annotations += (annotations.empty() ? "" : ", ") + k + "=" + v;
+  row("ANNOTATIONS", annotations.empty() ? "-" : annotations);
 }
 
 int job_get(client& c, const std::string& id) {
@@ -137,7 +191,10 @@ int job_get(client& c, const std::string& id) {
   auto ctx = c.context();
   if (auto st = c.stub().GetJob(ctx.get(), req, &resp); !st.ok())
     return rpc_failed(st, c.server());
-  std::cout << to_json(resp);
+  if (c.json())
+    std::cout << to_json(resp);
+  else
+    print_job(resp);
   return 0;
 }
 
@@ -148,7 +205,10 @@ int job_delete(client& c, const std::string& id) {
   auto ctx = c.context();
   if (auto st = c.stub().DeleteJob(ctx.get(), req, &resp); !st.ok())
     return rpc_failed(st, c.server());
-  std::cout << "job " << id << " deleted (seq " << resp.lastseq() << ")\n";
+  if (c.json())
+    std::cout << to_json(resp);
+  else
+    std::cout << "job " << id << " deleted (seq " << resp.lastseq() << ")\n";
   return 0;
 }
 
@@ -199,7 +259,15 @@ int annotate(client& c, const std::string& id,
   auto ctx = c.context();
   if (auto st = c.stub().SetAnnotations(ctx.get(), req, &resp); !st.ok())
     return rpc_failed(st, c.server());
-  std::cout << to_json(resp);
+  if (c.json()) {
+    std::cout << to_json(resp);
+    return 0;
+  }
+  for (const auto& [k, v] : std::map<std::string, std::string>{
+         resp.annotations().begin(), resp.annotations().end()})
+    std::cout << k << "=" << v << "\n";
+  std::cout << "(label " << resp.processrecoverlabel() << ", seq " << resp.seq()
+            << ")\n";
   return 0;
 }
 
@@ -226,14 +294,16 @@ struct followed {
   const grpc::Status& error() const { return status; }
 };
 
-// Prints an operator stream's messages until it ends.
+// Prints an operator stream's messages until it ends (JSON: one object a
+// line).
 template <class Response>
-followed follow_operator(std::unique_ptr<grpc::ClientReader<Response>> reader) {
+followed follow_operator(std::unique_ptr<grpc::ClientReader<Response>> reader,
+                         bool json) {
   followed result;
   Response msg;
   while (reader->Read(&msg)) {
     result.last = msg.msg();
-    std::cout << result.last << "\n" << std::flush;
+    std::cout << (json ? to_json_line(msg) : result.last) << "\n" << std::flush;
   }
   result.status = reader->Finish();
   return result;
@@ -271,11 +341,13 @@ int switch_nic(const options& opts, const std::string& id,
   if (resp.code() != 0)
     return fail(exit_refused, "switch refused (" + std::to_string(resp.code())
                                 + "): " + resp.info());
-  std::cout << "switch started: " << resp.info() << "\n" << std::flush;
+  if (!opts.json())
+    std::cout << "switch started: " << resp.info() << "\n" << std::flush;
   ::SwitchNicRequest follow;
   follow.set_jobid(id);
   grpc::ClientContext fctx;
-  auto last = follow_operator(stub->SubscribeSwitchNicSignal(&fctx, follow));
+  auto last = follow_operator(stub->SubscribeSwitchNicSignal(&fctx, follow),
+                              opts.json());
   if (!last)
     return rpc_failed(last.error(), opts.server);
   return *last == "switch nic finish" ? 0 : exit_refused;
@@ -339,11 +411,13 @@ int stress_test(const options& opts, const std::string& id,
   if (resp.code() != 0)
     return fail(exit_refused, "stress test refused (" + std::to_string(resp.code())
                                 + "): " + resp.info());
-  std::cout << "stress test started: " << resp.info() << "\n" << std::flush;
+  if (!opts.json())
+    std::cout << "stress test started: " << resp.info() << "\n" << std::flush;
   ::StressTestRequest follow;
   follow.set_jobid(id);
   grpc::ClientContext fctx;
-  auto last = follow_operator(stub->SubscribeStressTestResponse(&fctx, follow));
+  auto last = follow_operator(stub->SubscribeStressTestResponse(&fctx, follow),
+                              opts.json());
   if (!last)
     return rpc_failed(last.error(), opts.server);
   return last->rfind("stress test finish", 0) == 0 ? 0 : exit_refused;
@@ -381,6 +455,10 @@ int node_clear(client& c, const std::string& node, const std::string& job) {
   auto ctx = c.context();
   if (auto st = c.stub().ClearNodeHealth(ctx.get(), req, &resp); !st.ok())
     return rpc_failed(st, c.server());
+  if (c.json()) {
+    std::cout << to_json(resp);
+    return 0;
+  }
   for (const auto& j : resp.jobids())
     std::cout << "node " << node << " cleared in job " << j << "\n";
   return 0;
@@ -550,6 +628,13 @@ int timeline(const history_source& src, const std::string& job) {
   pi::ListIncidentsResponse incidents;
   if (auto rc = load_history(src, job, 1, events, &incidents))
     return rc;
+  if (src.opts.json()) {
+    // The story as data: the incidents, then one event a line.
+    std::cout << to_json_line(incidents) << "\n";
+    for (const auto& e : events)
+      std::cout << to_json_line(e) << "\n";
+    return 0;
+  }
   std::printf("job %s: %zu events, %d incidents (%s)\n", job.c_str(),
               events.size(), incidents.incidents_size(),
               src.data_dir.empty() ? ("recoverd at " + src.opts.server).c_str()
@@ -670,11 +755,20 @@ int main(int argc, char** argv) {
                "Exit codes: 0 ok, 1 refused by recoverd, 2 bad usage or "
                "input, 3 recoverd unreachable."};
   cli.require_subcommand(1);
-  cli.add_option("--server", opts.server, "recoverd address host:port")
-    ->capture_default_str();
-  cli.add_option("--timeout", opts.timeout, "seconds to wait for an answer")
-    ->capture_default_str()
-    ->check(CLI::PositiveNumber);
+  // Every command takes --server, --timeout and --output, before or after
+  // its name (added to each command once all exist, below).
+  auto add_common = [&opts](CLI::App* app) {
+    app->add_option("--server", opts.server, "recoverd address host:port")
+      ->capture_default_str();
+    app->add_option("--timeout", opts.timeout, "seconds to wait for an answer")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+    app->add_option("--output,-o", opts.output,
+                    "table (for people) or json (for scripts)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"table", "json"}));
+  };
+  add_common(&cli);
 
   auto* job = cli.add_subcommand("job", "put, get or delete one job");
   job->require_subcommand(1);
@@ -683,7 +777,7 @@ int main(int argc, char** argv) {
     "put", "create or update a job from a JSON JobSpec file ('-' = stdin)");
   put->add_option("FILE", file, "the job file")->required();
   std::string id;
-  auto* get = job->add_subcommand("get", "print a job's status as JSON");
+  auto* get = job->add_subcommand("get", "print a job's status");
   get->add_option("JOB", id, "job id")->required();
   auto* del = job->add_subcommand("delete", "delete a job (history is kept)");
   del->add_option("JOB", id, "job id")->required();
@@ -757,6 +851,14 @@ int main(int argc, char** argv) {
   inc->add_option("--data-dir", data_dir,
                   "read this data directory (read-only) instead");
 
+  std::function<void(CLI::App*)> add_everywhere = [&](CLI::App* app) {
+    for (auto* sub : app->get_subcommands({})) {
+      add_common(sub);
+      add_everywhere(sub);
+    }
+  };
+  add_everywhere(&cli);
+
   try {
     cli.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -764,6 +866,10 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : exit_usage;
   }
 
+  // The older per-command --json flags mean --output json.
+  if (json)
+    opts.output = "json";
+  json = opts.json();
   client c{opts};
   if (put->parsed())
     return job_put(c, file);
