@@ -47,6 +47,7 @@ cat <<EOF
   ./build/recoverctl jobs                                 # the jobs recoverd knows
   ./build/recoverctl job get sim-hardware-fault-0         # one job (add -o json for JSON)
   ./build/recoverctl timeline sim-hardware-fault-0        # its story, phase by phase
+  ./build/recoverctl timeline sim-hardware-fault-0 --data-dir recoverd-data  # the same offline
   curl -s 127.0.0.1:8900/api/v1/jobs                      # the dashboard API (HTTP/JSON)
   curl -s 127.0.0.1:8900/metrics                          # Prometheus metrics
   ./build/recoverctl switch-nic JOB NODE DEV=on           # an operator link switch
