@@ -152,6 +152,11 @@ void job_history::update(const event& ev, const flow_stepped& x,
     add_rank(f.rank_id);
   for (const auto& [rank, type] : x.after.faults)
     add_rank(rank);
+  // Ranks in numeric order ("9" before "10").
+  std::sort(i.fault_ranks.begin(), i.fault_ranks.end(),
+            [](const std::string& a, const std::string& b) {
+              return a.size() != b.size() ? a.size() < b.size() : a < b;
+            });
   // What the operator was told last (a stress result is not final: the
   // training continues after it).
   if (!x.om_messages.empty())

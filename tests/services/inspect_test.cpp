@@ -622,3 +622,45 @@ TEST_CASE("health: the standard gRPC health service answers SERVING") {
   // HealthCheckResponse{status: SERVING (1)}: field 1, varint 1.
   CHECK(bytes == std::string{"\x08\x01", 2});
 }
+
+TEST_CASE("reflection: the server lists its services (what grpcurl asks)") {
+  inspect_fixture fx;
+  grpc::GenericStub stub{fx.channel};
+  grpc::CompletionQueue cq;
+  grpc::ClientContext c;
+  c.set_deadline(std::chrono::system_clock::now() + 10s);
+  auto call = stub.PrepareCall(
+    &c, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
+  auto step = [&cq](intptr_t want) {
+    void* got = nullptr;
+    bool ok = false;
+    REQUIRE(cq.Next(&got, &ok));
+    CHECK(reinterpret_cast<intptr_t>(got) == want);
+    return ok;
+  };
+  call->StartCall(reinterpret_cast<void*>(1));
+  REQUIRE(step(1));
+  // ServerReflectionRequest{list_services: ""}: field 7, length 0.
+  grpc::Slice list_services{std::string{"\x3a\x00", 2}};
+  grpc::ByteBuffer request{&list_services, 1};
+  call->Write(request, reinterpret_cast<void*>(2));
+  REQUIRE(step(2));
+  grpc::ByteBuffer response;
+  call->Read(&response, reinterpret_cast<void*>(3));
+  REQUIRE(step(3));
+  call->WritesDone(reinterpret_cast<void*>(4));
+  step(4);
+  grpc::Status st;
+  call->Finish(&st, reinterpret_cast<void*>(5));
+  step(5);
+  CHECK_MESSAGE(st.ok(), st.error_message());
+  std::vector<grpc::Slice> slices;
+  REQUIRE(response.Dump(&slices).ok());
+  std::string bytes;
+  for (const auto& s : slices)
+    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  for (const char* service : {"Recover", "recoverd.platform.v1.Platform",
+                              "recoverd.inspection.v1.Inspect",
+                              "grpc.health.v1.Health"})
+    CHECK_MESSAGE(bytes.find(service) != std::string::npos, service);
+}
