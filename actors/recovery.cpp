@@ -1701,13 +1701,11 @@ wire_faults(const job_spec& spec, bool retry_allowed,
   return result;
 }
 
-// While a stress test runs, the faults it provokes on the stressed nodes
+// The faults a running stress test provokes on the stressed nodes
 // (80818C05, 80818C06) are not faults (reference §9.2 step 4.1).
 std::vector<device_fault> without_stress_codes(const recovery& rec,
                                                const job_spec& spec,
                                                std::vector<device_fault> faults) {
-  if (rec.state != st::wait_stress_test_finished)
-    return faults;
   std::set<std::string> nodes;
   for (const auto& p : spec.pods)
     for (const auto& d : p.devices)
@@ -1748,8 +1746,13 @@ fault_center_input(const recovery& current, const job_spec& spec,
   auto old_faults = wire_faults(spec, retry, before);
   std::vector<fault_rank> fresh;
   bool normal = false;
-  for (const auto& [rank, type] :
-       wire_faults(spec, retry, without_stress_codes(current, spec, after))) {
+  // Only a running stress test filters: otherwise the snapshot is used as is.
+  std::vector<device_fault> filtered;
+  if (current.state == st::wait_stress_test_finished)
+    filtered = without_stress_codes(current, spec, after);
+  const auto& seen = current.state == st::wait_stress_test_finished ? filtered
+                                                                    : after;
+  for (const auto& [rank, type] : wire_faults(spec, retry, seen)) {
     auto i = old_faults.find(rank);
     if (i != old_faults.end() && i->second == type)
       continue;

@@ -19,6 +19,7 @@
 #include "actors/error.hpp"
 #include "actors/recovery.hpp"
 #include "agent.hpp"
+#include "fixtures/flow_fixture.hpp"
 #include "fixtures/temp_dir.hpp"
 #include "inspect.grpc.pb.h"
 #include "platform.grpc.pb.h"
@@ -56,14 +57,9 @@ struct inspect_fixture {
     auto clock = now;
     opts.registry.job.clock = [clock] { return clock->load(); };
     auto& w = opts.registry.job.waits;
+    test::quick_waits(w);
     w.report = 5s;
     w.notify = 5s;
-    w.fault_flush = 0ms;
-    w.resource_release = 0ms;
-    w.hccl_convergence = 0ms;
-    w.restart_all = 0ms;
-    w.recover_in_place = 0ms;
-    w.poll = 20ms;
     auto x = app::start(opts);
     REQUIRE_MESSAGE(x, (x ? "" : message_of(x.error())));
     daemon = std::move(*x);
@@ -85,24 +81,7 @@ struct inspect_fixture {
 
   void put(const std::string& id) {
     pb::PutJobRequest req;
-    auto* spec = req.mutable_spec();
-    spec->set_jobid(id);
-    spec->set_name("train");
-    spec->set_processrecoverenable(true);
-    spec->add_recoverstrategies("recover");
-    spec->add_recoverstrategies("dump");
-    for (int p = 0; p < 2; ++p) {
-      auto* pod = spec->add_pods();
-      pod->set_podrank(p);
-      pod->set_uid("uid-" + std::to_string(p));
-      pod->set_nodename("node-" + std::to_string(p));
-      pod->set_running(true);
-      for (int d = 0; d < 8; ++d) {
-        auto* dev = pod->add_devices();
-        dev->set_deviceid(std::to_string(d));
-        dev->set_rankid(std::to_string(p * 8 + d));
-      }
-    }
+    *req.mutable_spec() = test::two_pod_spec(id, {"recover", "dump"});
     pb::PutJobResponse resp;
     auto c = ctx();
     auto st = platform->PutJob(c.get(), req, &resp);

@@ -138,33 +138,10 @@ double echo_round_trips_per_second(size_t trips, size_t concurrency) {
                            &port);
   builder.RegisterService(&echo);
   auto server = builder.BuildAndStart();
-  std::atomic<size_t> left{trips};
-  std::vector<std::unique_ptr<::Recover::Stub>> stubs;
-  for (size_t t = 0; t < concurrency; ++t)
-    stubs.push_back(::Recover::NewStub(grpc::CreateChannel(
-      "127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials())));
-  std::vector<std::thread> threads;
-  auto b0 = clock_type::now();
-  for (size_t t = 0; t < concurrency; ++t)
-    threads.emplace_back([&, t] {
-      ::ClientInfo who;
-      who.set_jobid("x");
-      for (;;) {
-        auto n = left.fetch_sub(1);
-        if (n == 0 || n > trips) {
-          left = 0;
-          return;
-        }
-        ::Status resp;
-        grpc::ClientContext c;
-        stubs[t]->HealthCheck(&c, who, &resp);
-      }
-    });
-  for (auto& th : threads)
-    th.join();
-  auto secs = std::chrono::duration<double>(clock_type::now() - b0).count();
+  auto rate = health_checks_per_second("127.0.0.1:" + std::to_string(port),
+                                       trips, concurrency);
   server->Shutdown();
-  return static_cast<double>(trips) / secs;
+  return rate;
 }
 
 } // namespace
