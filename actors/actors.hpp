@@ -21,9 +21,11 @@
 
 #include "actors/atoms.hpp"
 #include "actors/inspection.hpp"
-#include "actors/recovery.hpp"
+#include "actors/model/recovery.hpp"
 #include "actors/sink.hpp"
-#include "actors/types.hpp"
+#include "actors/model/types.hpp"
+#include "actors/type_ids.hpp"
+#include "storage/records.hpp"
 
 namespace recoverd {
 
@@ -42,29 +44,6 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, journal_stats& x) {
   return f(caf::meta::type_name("journal_stats"), x.batches, x.records,
            x.max_batch, x.write_micros, x.last_position, x.failure, x.hist);
-}
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, fault_rank& x) {
-  return f(caf::meta::type_name("fault_rank"), x.rank_id, x.fault_type);
-}
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, process_signal& x) {
-  return f(caf::meta::type_name("process_signal"), x.uuid, x.job_id,
-           x.signal_type, x.actions, x.fault_ranks, x.change_strategy,
-           x.timeout, x.node_rank_ids, x.extra_params);
-}
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, recover_report& x) {
-  return f(caf::meta::type_name("recover_report"), x.code, x.strategy,
-           x.isolate_ranks);
-}
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, nic_op& x) {
-  return f(caf::meta::type_name("nic_op"), x.node, x.device, x.to_backup);
 }
 
 /// The EVENT HUB: hands every durable event to the live watchers
@@ -133,7 +112,7 @@ using job_actor = caf::typed_actor<
   // Recover.SubscribeProcessManageSignal.
   caf::replies_to<subscribe_atom, client_info, signal_sink_ptr>::with<ok_atom>,
   // Recover reports and ReportProcessFault: the RPC's name and the input.
-  caf::replies_to<report_atom, std::string, flow_input>::with<biz_status>,
+  caf::replies_to<report_atom, flow_input>::with<biz_status>,
   // SwitchNicTrack: the operations and who asked.
   caf::replies_to<switch_atom, std::vector<nic_op>, std::string>::with<biz_status>,
   // SubscribeNotifySwitch: a worker stream.
@@ -144,14 +123,14 @@ using job_actor = caf::typed_actor<
   caf::replies_to<stress_atom, stress_request, std::string>::with<biz_status>,
   // SubscribeSwitchNicSignal ("switch") / SubscribeStressTestResponse
   // ("stress"): an operator stream.
-  caf::replies_to<om_atom, std::string, om_sink_ptr>::with<ok_atom>,
+  caf::replies_to<om_atom, om_kind, om_sink_ptr>::with<ok_atom>,
   // An operator clears a node's recorded health (node, who); replies with
   // the job id when this job had it recorded, else "".
   caf::replies_to<nodeclear_atom, std::string, std::string>::with<std::string>,
   // Ends every stream of the job (daemon shutdown).
   caf::replies_to<shutdown_atom>::with<ok_atom>,
   // A recovery deadline armed for (deadline, event) (self-sent).
-  caf::reacts_to<flowtimer_atom, int64_t, std::string>,
+  caf::reacts_to<flowtimer_atom, int64_t, flow_event>,
   // Keep-alive timer of a subscription generation (self-sent).
   caf::reacts_to<keepalive_atom, uint64_t>,
   // The agent stream of a generation ended (from the stream's close hook).
@@ -177,8 +156,7 @@ using job_registry_actor = caf::typed_actor<
   caf::replies_to<register_atom, client_info>::with<biz_status>,
   caf::replies_to<subscribe_atom, client_info, signal_sink_ptr>::with<ok_atom>,
   // Recover reports for a job (client.job_id): the RPC's name and the input.
-  caf::replies_to<report_atom, client_info, std::string,
-                  flow_input>::with<biz_status>,
+  caf::replies_to<report_atom, client_info, flow_input>::with<biz_status>,
   caf::replies_to<switch_atom, std::string, std::vector<nic_op>,
                   std::string>::with<biz_status>,
   caf::replies_to<worker_atom, std::string, switch_sink_ptr>::with<ok_atom>,
@@ -186,7 +164,7 @@ using job_registry_actor = caf::typed_actor<
   caf::replies_to<stress_atom, std::string, stress_request,
                   std::string>::with<biz_status>,
   // Operator stream of a job's O&M action: job, kind ("switch", "stress").
-  caf::replies_to<om_atom, std::string, std::string, om_sink_ptr>::with<ok_atom>,
+  caf::replies_to<om_atom, std::string, om_kind, om_sink_ptr>::with<ok_atom>,
   // Clears a node's recorded health in one job, or in every job when the
   // job id is empty (node, job, who); replies with the jobs that had it.
   caf::replies_to<nodeclear_atom, std::string, std::string,
@@ -222,3 +200,5 @@ using inspector_actor = caf::typed_actor<
 
 // Local messages only; its optional member has no CAF 0.17 inspector.
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(recoverd::flow_input)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(recoverd::flow_event)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(recoverd::om_kind)

@@ -5,24 +5,15 @@
 
 namespace recoverd {
 
-const char* to_string(errc x) {
-  switch (x) {
-    case errc::invalid_argument: return "invalid_argument";
-    case errc::unknown_job: return "unknown_job";
-    case errc::job_cap_reached: return "job_cap_reached";
-    case errc::storage_failure: return "storage_failure";
-    case errc::not_registered: return "not_registered";
-    case errc::unexpected_report: return "unexpected_report";
-    case errc::overloaded: return "overloaded";
-    case errc::corrupt_record: return "corrupt_record";
-    case errc::shutting_down: return "shutting_down";
-  }
-  return "unknown";
-}
-
 caf::error make_error(errc code, std::string message) {
   return caf::error{static_cast<uint8_t>(code), errc_category,
                     caf::make_message(std::move(message))};
+}
+
+caf::error to_error(const failure& x) {
+  if (!x)
+    return caf::none;
+  return make_error(x.code(), x.message());
 }
 
 std::optional<errc> errc_of(const caf::error& err) {

@@ -16,8 +16,8 @@
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/meta/type_name.hpp>
 
-#include "actors/incidents.hpp"
-#include "actors/job_model.hpp"
+#include "actors/model/incidents.hpp"
+#include "actors/model/job_model.hpp"
 #include "actors/sink.hpp"
 
 namespace recoverd {

@@ -49,7 +49,7 @@ inspected_event render(const std::string& job_id, const event& ev,
 // The job's last seq; unknown_job when it has no events at all.
 caf::expected<uint64_t> known_last_seq(self_ptr self, const std::string& id) {
   if (auto err = validate_job_id(id))
-    return err;
+    return to_error(err);
   auto last = self->state.log->last_seq(id);
   if (!last)
     return last.error();
@@ -139,7 +139,7 @@ inspector(inspector_actor::stateful_pointer<inspector_state> self,
     },
     [=](get_atom, std::string& id) -> caf::result<job_view> {
       if (auto err = validate_job_id(id))
-        return err;
+        return to_error(err);
       auto rp = self->make_response_promise<job_view>();
       self
         ->request(self->state.registry, ask_timeout, inspect_atom::value, id)

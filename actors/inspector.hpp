@@ -4,7 +4,7 @@
 #include <unordered_map>
 
 #include "actors/actors.hpp"
-#include "actors/incidents.hpp"
+#include "actors/model/incidents.hpp"
 
 namespace recoverd {
 

@@ -70,7 +70,8 @@ void feed(self_ptr self, flow_input in, OnOk on_ok, OnErr on_err) {
   in.fresh_uuid = new_uuid(self);
   auto d = decide(st.model, flow_cmd{std::move(in), st.cfg.waits});
   if (!d) {
-    on_err(d.error());
+    auto err = to_error(d.error());
+    on_err(err);
     return;
   }
   commit(self, std::move(d->events), on_ok, on_err);
@@ -87,10 +88,10 @@ void feed_quietly(self_ptr self, flow_input in) {
 }
 
 // Feeds the named input (with faults, if any), logging a refusal.
-void feed_event(self_ptr self, std::string name,
+void feed_event(self_ptr self, flow_event name,
                 std::vector<fault_rank> faults = {}) {
   flow_input in;
-  in.name = std::move(name);
+  in.name = name;
   in.faults = std::move(faults);
   feed_quietly(self, std::move(in));
 }
@@ -139,7 +140,7 @@ void deliver_outbox(self_ptr self) {
       return;
     ES_INFO("job {} sent {} to a worker", id, sig.signal_type);
     flow_input in;
-    in.name = "notifySuccess";
+    in.name = ev::notify_success;
     in.delivered = sig;
     feed_quietly(self, std::move(in));
     return;
@@ -154,11 +155,11 @@ void deliver_outbox(self_ptr self) {
   }
   ES_INFO("job {} sent {} {} (uuid {})", st.model.spec.job_id, sig.signal_type,
           sig.change_strategy, sig.uuid);
-  auto ev = send_result_event(sig);
-  if (ev.empty())
+  auto event = send_result_event(sig);
+  if (event == ev::none)
     return;
   flow_input in;
-  in.name = ev;
+  in.name = event;
   in.delivered = sig;
   feed_quietly(self, std::move(in));
 }
@@ -247,9 +248,9 @@ void after_events(self_ptr self, const std::vector<event_body>& bodies) {
     return;
   // Pod changes and platform annotations are what some waits wait for.
   if (job_changed)
-    feed_event(self, "jobChanged");
+    feed_event(self, ev::job_changed);
   else if (annotations_changed_now)
-    feed_event(self, "annotationsChanged");
+    feed_event(self, ev::annotations_changed);
 }
 
 // Appends the events `bodies` through the journal; once durable, applies
@@ -307,7 +308,7 @@ template <class T, class Reply, class After>
 caf::result<T> handle(self_ptr self, command cmd, Reply reply, After after) {
   auto d = decide(self->state.model, cmd);
   if (!d)
-    return d.error();
+    return to_error(d.error());
   auto rp = self->make_response_promise<T>();
   auto status = d->status;
   commit(
@@ -460,7 +461,7 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
           auto [name, fresh] = fault_center_input(m.rec, m.spec, m.init,
                                                   before, m.device_faults,
                                                   m.health_state);
-          if (!name.empty())
+          if (name != ev::none)
             feed_event(self, name, fresh);
         });
     },
@@ -487,7 +488,7 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
                           "jobId=" + client.job_id + " not registed");
       auto d = decide(st.model, subscribe_cmd{client, st.live_generation});
       if (!d)
-        return d.error();
+        return to_error(d.error());
       auto rp = self->make_response_promise<ok_atom>();
       commit(
         self, std::move(d->events),
@@ -518,33 +519,37 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
         });
       return rp;
     },
-    [=](report_atom, std::string& rpc,
-        flow_input& in) -> caf::result<biz_status> {
+    [=](report_atom, flow_input& in) -> caf::result<biz_status> {
       auto& st = self->state;
       auto id = st.model.spec.job_id;
       if (!st.model.exists || !st.model.registered)
         return biz_status{400, "jobId=" + id + " not registed"};
-      if (rpc == "ReportProcessFault") {
-        auto kind = classify_process_fault(st.model.rec, st.model.spec,
-                                           st.model.init, in.faults);
-        if (!kind)
-          return kind.error();
-        in.name = *kind;
-        in.report_kind = "process";
+      auto kind = in.kind;
+      if (kind == report_kind::process) {
+        auto event = classify_process_fault(st.model.rec, st.model.spec,
+                                            st.model.init, in.faults,
+                                            st.model.ranks.get());
+        if (!event)
+          return to_error(event.error());
+        in.name = *event;
+      } else {
+        in.name = ev::receive_report;
       }
-      if (rpc == "ReplyStressTestResult")
-        if (auto err = validate_stress_results(st.model.spec, in.stress_result))
-          return err;
+      if (kind == report_kind::stress)
+        if (auto err = validate_stress_results(st.model.spec, in.stress_result,
+                                               st.model.ranks.get()))
+          return to_error(err);
+      std::string rpc = rpc_name(kind);
       auto uuid = st.model.rec.uuid;
       auto state = st.model.rec.state;
       auto rp = self->make_response_promise<biz_status>();
       feed(
         self, std::move(in),
         [=]() mutable {
-          if (rpc == "ReportProcessFault")
+          if (kind == report_kind::process)
             rp.deliver(biz_status{0, "receive ReportProcessFault"});
-          else if (rpc == "ReplySwitchNicResult"
-                   || rpc == "ReplyStressTestResult")
+          else if (kind == report_kind::switch_nic
+                   || kind == report_kind::stress)
             rp.deliver(biz_status{0, "reply success"});
           else
             rp.deliver(biz_status{0, "jobId=" + id + ", uuid=" + uuid
@@ -554,7 +559,7 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
           if (errc_of(err) == errc::unexpected_report)
             rp.deliver(biz_status{401, "jobId=" + id + ", uuid=" + uuid + ", "
                                          + rpc + " is not expected in state "
-                                         + state});
+                                         + to_string(state)});
           else
             rp.deliver(err);
         });
@@ -563,7 +568,7 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
     [=](switch_atom, std::vector<nic_op>& ops,
         std::string& who) -> caf::result<biz_status> {
       flow_input in;
-      in.name = "startSwitchNic";
+      in.name = ev::start_switch_nic;
       in.who = who;
       return start_om(self, std::move(in), [&](const job_state& st, flow_input& x) {
         return validate_switch(st.model.rec, st.model.spec, st.model.registered,
@@ -574,7 +579,7 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
     [=](stress_atom, stress_request& req,
         std::string& who) -> caf::result<biz_status> {
       flow_input in;
-      in.name = "startStressTest";
+      in.name = ev::start_stress_test;
       in.who = who;
       return start_om(self, std::move(in), [&](const job_state& st, flow_input& x) {
         return validate_stress(st.model.rec, st.model.spec, st.model.registered,
@@ -587,17 +592,17 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
     [=](worker_atom, stress_sink_ptr& sink) -> caf::result<ok_atom> {
       return add_worker(self, self->state.stress_workers, std::move(sink));
     },
-    [=](om_atom, std::string& kind, om_sink_ptr& sink) -> caf::result<ok_atom> {
+    [=](om_atom, om_kind kind, om_sink_ptr& sink) -> caf::result<ok_atom> {
       auto& st = self->state;
       const auto& id = st.model.spec.job_id;
       if (!st.model.exists || !st.model.registered)
         return make_error(errc::not_registered, "jobId=" + id + " not registed");
       const auto& rec = st.model.rec;
-      bool running = rec.om_kind == kind;
+      bool running = rec.om == kind;
       bool last = rec.om_last_kind == kind && !rec.om_last_message.empty();
       if (!running && !last)
         return make_error(errc::not_registered,
-                          kind == "stress" ? "jobId=" + id + " is not stress test"
+                          kind == om_kind::stress ? "jobId=" + id + " is not stress test"
                                            : "jobId=" + id + " is not swtiching nic");
       // A late operator gets the outcome of the last action of this kind.
       if (last)
@@ -614,7 +619,7 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
       if (!st.model.exists || st.model.rec.unhealthy_nodes.count(node) == 0)
         return std::string{};
       flow_input in;
-      in.name = "nodeHealthCleared";
+      in.name = ev::node_health_cleared;
       in.node = node;
       in.who = who;
       auto rp = self->make_response_promise<std::string>();
@@ -624,13 +629,13 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
         [=](caf::error& err) mutable { rp.deliver(err); });
       return rp;
     },
-    [=](flowtimer_atom, int64_t deadline, std::string& ev) {
+    [=](flowtimer_atom, int64_t deadline, flow_event event) {
       const auto& rec = self->state.model.rec;
       // A timer of a wait that is over is stale.
-      if (rec.deadline_ms != deadline || rec.deadline_event != ev)
+      if (rec.deadline_ms != deadline || rec.deadline_event != event)
         return;
       flow_input in;
-      in.name = ev;
+      in.name = event;
       in.now_ms = deadline;
       feed_quietly(self, std::move(in));
     },

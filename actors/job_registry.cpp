@@ -147,7 +147,7 @@ job_registry(job_registry_actor::stateful_pointer<job_registry_state> self,
   return {
     [=](put_atom, job_spec& spec) -> caf::result<put_result> {
       if (auto err = validate(spec))
-        return err;
+        return to_error(err);
       if (auto* hdl = find(self, spec.job_id))
         return self->delegate(*hdl, put_atom::value, std::move(spec));
       auto& st = self->state;
@@ -325,11 +325,10 @@ job_registry(job_registry_actor::stateful_pointer<job_registry_state> self,
       return make_error(errc::not_registered,
                         "jobId=" + client.job_id + " not registed");
     },
-    [=](report_atom, client_info& client, std::string& rpc,
+    [=](report_atom, client_info& client,
         flow_input& in) -> caf::result<biz_status> {
       if (auto* hdl = find(self, client.job_id))
-        return self->delegate(*hdl, report_atom::value, std::move(rpc),
-                              std::move(in));
+        return self->delegate(*hdl, report_atom::value, std::move(in));
       return biz_status{400, "jobId=" + client.job_id + " not registed"};
     },
     [=](switch_atom, std::string& id, std::vector<nic_op>& ops,
@@ -362,10 +361,10 @@ job_registry(job_registry_actor::stateful_pointer<job_registry_state> self,
                               std::move(who));
       return biz_status{413, "job:" + id + " not exist"};
     },
-    [=](om_atom, std::string& id, std::string& kind,
+    [=](om_atom, std::string& id, om_kind kind,
         om_sink_ptr& sink) -> caf::result<ok_atom> {
       if (auto* hdl = find(self, id))
-        return self->delegate(*hdl, om_atom::value, std::move(kind),
+        return self->delegate(*hdl, om_atom::value, kind,
                               std::move(sink));
       return make_error(errc::not_registered, "jobId=" + id + " not registed");
     },

@@ -8,7 +8,7 @@
 
 #include "actors/actors.hpp"
 #include "actors/config.hpp"
-#include "actors/job_model.hpp"
+#include "actors/model/job_model.hpp"
 
 namespace recoverd {
 

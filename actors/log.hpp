@@ -12,6 +12,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "actors/model/vocabulary.hpp"
+
 namespace recoverd {
 
 /// The process-wide logger (created on first use, level info, text).
@@ -22,6 +24,33 @@ spdlog::logger& logger();
 bool configure_logging(const std::string& level, const std::string& format);
 
 } // namespace recoverd
+
+/// Log lines name the typed vocabulary by its wire names (fmt 9 needs a
+/// formatter per type).
+template <class Enum>
+struct vocabulary_formatter : fmt::formatter<fmt::string_view> {
+  template <class Context>
+  auto format(Enum x, Context& ctx) const {
+    return fmt::formatter<fmt::string_view>::format(::recoverd::to_string(x),
+                                                    ctx);
+  }
+};
+
+template <>
+struct fmt::formatter<recoverd::flow_state>
+  : vocabulary_formatter<recoverd::flow_state> {};
+
+template <>
+struct fmt::formatter<recoverd::flow_event>
+  : vocabulary_formatter<recoverd::flow_event> {};
+
+template <>
+struct fmt::formatter<recoverd::report_kind>
+  : vocabulary_formatter<recoverd::report_kind> {};
+
+template <>
+struct fmt::formatter<recoverd::om_kind>
+  : vocabulary_formatter<recoverd::om_kind> {};
 
 #define ES_TRACE(...) SPDLOG_LOGGER_TRACE(&::recoverd::logger(), __VA_ARGS__)
 #define ES_DEBUG(...) SPDLOG_LOGGER_DEBUG(&::recoverd::logger(), __VA_ARGS__)

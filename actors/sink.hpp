@@ -10,7 +10,7 @@
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/error.hpp>
 
-#include "actors/types.hpp"
+#include "actors/model/types.hpp"
 
 namespace recoverd {
 

@@ -4,7 +4,7 @@
 /// of `actors/types.hpp`. Used by `services/` (the API edge) and `storage/`
 /// (the event-log codec); nothing else touches generated types.
 
-#include "actors/types.hpp"
+#include "actors/model/types.hpp"
 #include "platform.pb.h"
 #include "recover.pb.h"
 

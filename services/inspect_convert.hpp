@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "actors/incidents.hpp"
+#include "actors/model/incidents.hpp"
 #include "actors/inspection.hpp"
 #include "inspect.pb.h"
 

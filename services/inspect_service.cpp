@@ -1,7 +1,7 @@
 #include "services/inspect_service.hpp"
 
 #include "actors/error.hpp"
-#include "actors/job_model.hpp"
+#include "actors/model/job_model.hpp"
 #include "services/bridge.hpp"
 #include "services/inspect_convert.hpp"
 #include "services/stream.hpp"
@@ -14,7 +14,7 @@ namespace {
 
 // The status of a bad job id, or OK.
 grpc::Status check_job_id(const std::string& id) {
-  return to_grpc_status(validate_job_id(id));
+  return to_grpc_status(to_error(validate_job_id(id)));
 }
 
 // A done function that finishes a unary reactor.
@@ -118,7 +118,7 @@ void inspect_api::get_job_at(const pi::GetJobAtRequest& req, pi::JobAt* resp,
 void inspect_api::watch_events(const pi::WatchEventsRequest& req,
                                event_sink_ptr sink, done_fn done) const {
   if (!req.jobid().empty()) {
-    if (auto err = validate_job_id(req.jobid())) {
+    if (auto err = to_error(validate_job_id(req.jobid()))) {
       sink->finish(err);
       if (done)
         done(to_grpc_status(err));

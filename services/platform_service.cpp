@@ -5,7 +5,7 @@
 #include <tuple>
 
 #include "actors/error.hpp"
-#include "actors/job_model.hpp"
+#include "actors/model/job_model.hpp"
 #include "convert.hpp"
 #include "services/bridge.hpp"
 #include "services/stream.hpp"
@@ -19,7 +19,7 @@ namespace {
 // Finishes `reactor` with INVALID_ARGUMENT when `job_id` is not a valid id.
 bool reject_bad_id(grpc::ServerUnaryReactor* reactor,
                    const std::string& job_id) {
-  if (auto err = validate_job_id(job_id)) {
+  if (auto err = to_error(validate_job_id(job_id))) {
     reactor->Finish(to_grpc_status(err));
     return true;
   }
@@ -200,7 +200,7 @@ platform_service::WatchAnnotations(grpc::CallbackServerContext*,
       convert::to_proto(x, out);
     });
   annotations_sink_ptr sink = stream->sink();
-  if (auto err = validate_job_id(req->jobid())) {
+  if (auto err = to_error(validate_job_id(req->jobid()))) {
     sink->finish(err);
     return stream;
   }
@@ -236,7 +236,7 @@ grpc::ServerUnaryReactor* platform_service::ReportDeviceFaults(
           reactor->Finish(grpc::Status::OK);
       };
       for (size_t i = 0; i < entries.size(); ++i) {
-        if (auto err = validate_job_id(entries[i].job_id)) {
+        if (auto err = to_error(validate_job_id(entries[i].job_id))) {
           answer(i, err);
           continue;
         }

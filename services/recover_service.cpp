@@ -83,16 +83,16 @@ recover_service::SubscribeProcessManageSignal(grpc::CallbackServerContext* ctx,
 
 grpc::ServerUnaryReactor*
 recover_service::report(grpc::CallbackServerContext* ctx,
-                        const std::string& job_id, const char* rpc,
+                        const std::string& job_id, report_kind kind,
                         flow_input in, ::Status* resp) {
   auto* reactor = ctx->DefaultReactor();
   if (job_id.empty()) {
     reactor->Finish(empty_job_id());
     return reactor;
   }
+  in.kind = kind;
   ask<biz_status>(sys_, registry_, reactor, fill(resp), report_atom::value,
-                  client_info{job_id, "", ctx->peer()}, std::string{rpc},
-                  std::move(in));
+                  client_info{job_id, "", ctx->peer()}, std::move(in));
   return reactor;
 }
 
@@ -113,20 +113,16 @@ grpc::ServerUnaryReactor* recover_service::ReportStopComplete(
   if (!req->has_status() && !req->jobid().empty())
     return missing_status(ctx);
   flow_input in;
-  in.name = "receiveReport";
-  in.report_kind = "stop";
   in.report.code = req->status().code();
-  return report(ctx, req->jobid(), "ReportStopComplete", std::move(in), resp);
+  return report(ctx, req->jobid(), report_kind::stop, std::move(in), resp);
 }
 
 grpc::ServerUnaryReactor* recover_service::ReportRecoverStrategy(
   grpc::CallbackServerContext* ctx, const ::RecoverStrategyRequest* req,
   ::Status* resp) {
   flow_input in;
-  in.name = "receiveReport";
-  in.report_kind = "strategy";
   in.strategies = convert::to_vector(req->strategies());
-  return report(ctx, req->jobid(), "ReportRecoverStrategy", std::move(in),
+  return report(ctx, req->jobid(), report_kind::strategy, std::move(in),
                 resp);
 }
 
@@ -136,12 +132,10 @@ grpc::ServerUnaryReactor* recover_service::ReportRecoverStatus(
   if (!req->has_status() && !req->jobid().empty())
     return missing_status(ctx);
   flow_input in;
-  in.name = "receiveReport";
-  in.report_kind = "status";
   in.report.code = req->status().code();
   in.report.strategy = req->strategy();
   in.report.isolate_ranks = convert::to_vector(req->isolaterankids());
-  return report(ctx, req->jobid(), "ReportRecoverStatus", std::move(in), resp);
+  return report(ctx, req->jobid(), report_kind::status, std::move(in), resp);
 }
 
 grpc::ServerUnaryReactor* recover_service::ReportProcessFault(
@@ -150,7 +144,7 @@ grpc::ServerUnaryReactor* recover_service::ReportProcessFault(
   flow_input in;
   for (const auto& f : req->faultranks())
     in.faults.push_back({f.rankid(), f.faulttype()});
-  return report(ctx, req->jobid(), "ReportProcessFault", std::move(in), resp);
+  return report(ctx, req->jobid(), report_kind::process, std::move(in), resp);
 }
 
 grpc::ServerUnaryReactor* recover_service::SwitchNicTrack(
@@ -186,7 +180,7 @@ grpc::ServerUnaryReactor* recover_service::SwitchNicTrack(
 
 template <class Response>
 grpc::ServerWriteReactor<Response>*
-recover_service::operator_stream(const std::string& job_id, const char* kind) {
+recover_service::operator_stream(const std::string& job_id, om_kind kind) {
   using stream_type = grpc_stream<Response, om_message>;
   auto* stream = new stream_type(stream_buffer_,
                                  [](const om_message& x, Response& out) {
@@ -198,15 +192,14 @@ recover_service::operator_stream(const std::string& job_id, const char* kind) {
     sink->finish(make_error(errc::invalid_argument, "jobID: must not be empty"));
     return stream;
   }
-  open_stream<ok_atom>(sys_, registry_, sink, om_atom::value, job_id,
-                       std::string{kind});
+  open_stream<ok_atom>(sys_, registry_, sink, om_atom::value, job_id, kind);
   return stream;
 }
 
 grpc::ServerWriteReactor<::SwitchNicResponse>*
 recover_service::SubscribeSwitchNicSignal(grpc::CallbackServerContext*,
                                           const ::SwitchNicRequest* req) {
-  return operator_stream<::SwitchNicResponse>(req->jobid(), "switch");
+  return operator_stream<::SwitchNicResponse>(req->jobid(), om_kind::switch_nic);
 }
 
 grpc::ServerWriteReactor<::SwitchRankList>*
@@ -233,10 +226,8 @@ recover_service::SubscribeNotifySwitch(grpc::CallbackServerContext*,
 grpc::ServerUnaryReactor* recover_service::ReplySwitchNicResult(
   grpc::CallbackServerContext* ctx, const ::SwitchResult* req, ::Status* resp) {
   flow_input in;
-  in.name = "receiveReport";
-  in.report_kind = "switch";
   in.report.code = req->result() ? 0 : 1;
-  return report(ctx, req->jobid(), "ReplySwitchNicResult", std::move(in), resp);
+  return report(ctx, req->jobid(), report_kind::switch_nic, std::move(in), resp);
 }
 
 grpc::ServerUnaryReactor* recover_service::StressTest(
@@ -259,7 +250,7 @@ grpc::ServerUnaryReactor* recover_service::StressTest(
 grpc::ServerWriteReactor<::StressTestResponse>*
 recover_service::SubscribeStressTestResponse(grpc::CallbackServerContext*,
                                              const ::StressTestRequest* req) {
-  return operator_stream<::StressTestResponse>(req->jobid(), "stress");
+  return operator_stream<::StressTestResponse>(req->jobid(), om_kind::stress);
 }
 
 grpc::ServerWriteReactor<::StressTestRankParams>*
@@ -288,12 +279,10 @@ grpc::ServerUnaryReactor* recover_service::ReplyStressTestResult(
   grpc::CallbackServerContext* ctx, const ::StressTestResult* req,
   ::Status* resp) {
   flow_input in;
-  in.name = "receiveReport";
-  in.report_kind = "stress";
   for (const auto& [rank, r] : req->stressresult())
     for (const auto& [op, res] : r.rankresult())
       in.stress_result[rank][op] = {res.code(), res.result()};
-  return report(ctx, req->jobid(), "ReplyStressTestResult", std::move(in), resp);
+  return report(ctx, req->jobid(), report_kind::stress, std::move(in), resp);
 }
 
 grpc::ServerUnaryReactor* recover_service::HealthCheck(

@@ -80,14 +80,14 @@ public:
                                         ::Status* resp) override;
 
 private:
-  // Opens an operator stream of `kind` ("switch", "stress").
+  // Opens an operator stream of `kind`.
   template <class Response>
   grpc::ServerWriteReactor<Response>* operator_stream(const std::string& job_id,
-                                                      const char* kind);
+                                                      om_kind kind);
 
   // Hands a report to the job's recovery machine.
   grpc::ServerUnaryReactor* report(grpc::CallbackServerContext* ctx,
-                                   const std::string& job_id, const char* rpc,
+                                   const std::string& job_id, report_kind kind,
                                    flow_input in, ::Status* resp);
 
   caf::actor_system& sys_;

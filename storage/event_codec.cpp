@@ -5,7 +5,7 @@
 #include <google/protobuf/arena.h>
 
 #include "actors/error.hpp"
-#include "actors/overload.hpp"
+#include "actors/model/overload.hpp"
 #include "convert.hpp"
 #include "events.pb.h"
 
@@ -57,10 +57,50 @@ recover_report from_proto(const pe::RecoverReport& x) {
   return {x.code(), x.strategy(), convert::to_vector(x.isolateranks())};
 }
 
+// Reads the names of the typed vocabulary; the first unknown one is kept in
+// `bad` so that the record is refused as corrupt, naming it.
+struct name_reader {
+  std::string bad;
+
+  template <class Enum, class Parse>
+  Enum read(const std::string& text, Parse parse, Enum empty,
+            const char* field) {
+    if (text.empty())
+      return empty;
+    if (auto x = parse(text))
+      return *x;
+    if (bad.empty())
+      bad = std::string{field} + " \"" + text + "\"";
+    return empty;
+  }
+
+  flow_state state(const std::string& x, const char* field) {
+    return read(x, state_from_string, st::init, field);
+  }
+
+  flow_event event(const std::string& x, const char* field) {
+    return read(x, event_from_string, ev::none, field);
+  }
+
+  om_kind om(const std::string& x, const char* field) {
+    return read(x, om_kind_from_string, om_kind::none, field);
+  }
+
+  report_kind report(const std::string& x, const char* field) {
+    return read(x, report_kind_from_string, report_kind::none, field);
+  }
+
+  fault_type fault(const std::string& x, const char* field) {
+    return read(x, fault_type_from_string, fault_type::normal, field);
+  }
+};
+
 void to_proto(const recovery& x, pe::RecoveryState& out) {
-  out.set_state(x.state);
+  out.set_state(to_string(x.state));
   out.set_uuid(x.uuid);
-  out.mutable_faults()->insert(x.faults.begin(), x.faults.end());
+  auto& faults = *out.mutable_faults();
+  for (const auto& [rank, type] : x.faults)
+    faults[rank] = to_string(type);
   for (auto p : x.fault_pods)
     out.add_faultpods(p);
   for (const auto& s : x.agent_strategies)
@@ -72,7 +112,7 @@ void to_proto(const recovery& x, pe::RecoveryState& out) {
   if (x.outbox)
     convert::to_proto(*x.outbox, *out.mutable_outbox());
   out.set_deadlinems(x.deadline_ms);
-  out.set_deadlineevent(x.deadline_event);
+  out.set_deadlineevent(to_string(x.deadline_event));
   out.set_label(x.label);
   out.set_retrytime(x.retry_time);
   out.set_resetjson(x.reset_json);
@@ -89,7 +129,7 @@ void to_proto(const recovery& x, pe::RecoveryState& out) {
     out.add_inplacepods(p);
   out.set_restartinplace(x.restart_in_place);
   out.set_inplacechecked(x.in_place_checked);
-  out.set_omkind(x.om_kind);
+  out.set_omkind(to_string(x.om));
   out.set_omoperator(x.om_operator);
   for (const auto& r : x.switch_ranks)
     out.add_switchranks(r);
@@ -97,7 +137,7 @@ void to_proto(const recovery& x, pe::RecoveryState& out) {
     out.add_switchops(op);
   out.set_omlastmessage(x.om_last_message);
   out.set_omdone(x.om_done);
-  out.set_omlastkind(x.om_last_kind);
+  out.set_omlastkind(to_string(x.om_last_kind));
   stress_ops_to_proto(x.stress_params, *out.mutable_stressparams());
   out.set_stressfault(x.stress_fault);
   for (const auto& n : x.isolate_nodes)
@@ -106,11 +146,12 @@ void to_proto(const recovery& x, pe::RecoveryState& out) {
                                        x.unhealthy_nodes.end());
 }
 
-recovery from_proto(const pe::RecoveryState& x) {
+recovery from_proto(const pe::RecoveryState& x, name_reader& names) {
   recovery result;
-  result.state = x.state().empty() ? std::string{st::init} : x.state();
+  result.state = names.state(x.state(), "state");
   result.uuid = x.uuid();
-  result.faults = {x.faults().begin(), x.faults().end()};
+  for (const auto& [rank, type] : x.faults())
+    result.faults.emplace(rank, names.fault(type, "faults"));
   result.fault_pods = {x.faultpods().begin(), x.faultpods().end()};
   result.agent_strategies = convert::to_vector(x.agentstrategies());
   result.decided = convert::to_vector(x.decided());
@@ -119,7 +160,7 @@ recovery from_proto(const pe::RecoveryState& x) {
   if (x.has_outbox())
     result.outbox = convert::from_proto(x.outbox());
   result.deadline_ms = x.deadlinems();
-  result.deadline_event = x.deadlineevent();
+  result.deadline_event = names.event(x.deadlineevent(), "deadlineEvent");
   result.label = x.label();
   result.retry_time = x.retrytime();
   result.reset_json = x.resetjson();
@@ -135,13 +176,13 @@ recovery from_proto(const pe::RecoveryState& x) {
   result.in_place_pods = {x.inplacepods().begin(), x.inplacepods().end()};
   result.restart_in_place = x.restartinplace();
   result.in_place_checked = x.inplacechecked();
-  result.om_kind = x.omkind();
+  result.om = names.om(x.omkind(), "omKind");
   result.om_operator = x.omoperator();
   result.switch_ranks = convert::to_vector(x.switchranks());
   result.switch_ops = {x.switchops().begin(), x.switchops().end()};
   result.om_last_message = x.omlastmessage();
   result.om_done = x.omdone();
-  result.om_last_kind = x.omlastkind();
+  result.om_last_kind = names.om(x.omlastkind(), "omLastKind");
   result.stress_params = stress_ops_from_proto(x.stressparams());
   result.stress_fault = x.stressfault();
   result.isolate_nodes = convert::to_vector(x.isolatenodes());
@@ -208,9 +249,9 @@ std::string encode_event(const event& ev) {
       },
       [&](const flow_stepped& x) {
         auto* m = out.mutable_flowstepped();
-        m->set_input(x.input);
-        for (const auto& p : x.path)
-          m->add_path(p);
+        m->set_input(to_string(x.input));
+        for (auto p : x.path)
+          m->add_path(to_string(p));
         to_proto(x.after, *m->mutable_after());
         m->mutable_annotations()->insert(x.annotations.begin(),
                                          x.annotations.end());
@@ -222,7 +263,7 @@ std::string encode_event(const event& ev) {
         for (const auto& s : x.strategies)
           m->add_strategies(s);
         to_proto(x.report, *m->mutable_report());
-        m->set_reportkind(x.report_kind);
+        m->set_reportkind(to_string(x.kind));
         for (const auto& k : x.removed_annotations)
           m->add_removedannotations(k);
         for (const auto& msg : x.om_messages)
@@ -312,9 +353,11 @@ caf::expected<event> decode_event(std::string_view bytes) {
     case pe::Event::kFlowStepped: {
       const auto& m = in.flowstepped();
       flow_stepped x;
-      x.input = m.input();
-      x.path = convert::to_vector(m.path());
-      x.after = from_proto(m.after());
+      name_reader names;
+      x.input = names.event(m.input(), "input");
+      for (const auto& p : m.path())
+        x.path.push_back(names.state(p, "path"));
+      x.after = from_proto(m.after(), names);
       x.annotations = {m.annotations().begin(), m.annotations().end()};
       if (m.has_delivered())
         x.delivered = convert::from_proto(m.delivered());
@@ -324,7 +367,7 @@ caf::expected<event> decode_event(std::string_view bytes) {
         x.faults.push_back({f.rankid(), f.faulttype()});
       x.strategies = convert::to_vector(m.strategies());
       x.report = from_proto(m.report());
-      x.report_kind = m.reportkind();
+      x.kind = names.report(m.reportkind(), "reportKind");
       x.removed_annotations = convert::to_vector(m.removedannotations());
       x.om_messages = convert::to_vector(m.ommessages());
       x.om_final = m.omfinal();
@@ -336,6 +379,10 @@ caf::expected<event> decode_event(std::string_view bytes) {
         for (const auto& [op, res] : r.rankresult())
           x.stress_result[rank][op] = {res.code(), res.result()};
       x.node = m.node();
+      if (!names.bad.empty())
+        return make_error(errc::corrupt_record,
+                          "event record " + std::to_string(in.seq())
+                            + " has an unknown " + names.bad);
       result.body = std::move(x);
       break;
     }
@@ -388,8 +435,13 @@ caf::expected<job_model> decode_snapshot(std::string_view bytes) {
   for (const auto& f : s.devicefaults())
     result.device_faults.push_back(convert::from_proto(f));
   result.subscriber_generation = s.subscribergeneration();
-  result.rec = from_proto(s.recovery());
+  name_reader names;
+  result.rec = from_proto(s.recovery(), names);
+  if (!names.bad.empty())
+    return make_error(errc::corrupt_record,
+                      "snapshot record has an unknown " + names.bad);
   result.seq = in.seq();
+  result.ranks = make_rank_index(result.spec);
   return result;
 }
 

@@ -9,8 +9,8 @@
 
 #include <caf/expected.hpp>
 
-#include "actors/job_model.hpp"
-#include "actors/types.hpp"
+#include "actors/model/job_model.hpp"
+#include "actors/model/types.hpp"
 
 namespace recoverd::storage {
 

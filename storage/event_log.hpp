@@ -14,7 +14,8 @@
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
 
-#include "actors/types.hpp"
+#include "actors/model/types.hpp"
+#include "storage/records.hpp"
 
 namespace recoverd::storage {
 

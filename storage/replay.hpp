@@ -9,7 +9,7 @@
 
 #include <caf/expected.hpp>
 
-#include "actors/job_model.hpp"
+#include "actors/model/job_model.hpp"
 #include "storage/event_log.hpp"
 
 namespace recoverd::storage {

@@ -3,7 +3,7 @@
 
 #include <doctest/doctest.h>
 
-#include "actors/incidents.hpp"
+#include "actors/model/incidents.hpp"
 
 using namespace recoverd;
 
@@ -19,13 +19,13 @@ struct history_builder {
   }
 
   // One machine step from the current state through `states`.
-  flow_stepped& step(int64_t t, std::string input,
-                     std::vector<std::string> states) {
+  flow_stepped& step(int64_t t, flow_event input,
+                     std::vector<flow_state> states) {
     flow_stepped x;
-    x.input = std::move(input);
+    x.input = input;
     x.path.push_back(rec.state);
-    for (auto& s : states)
-      x.path.push_back(std::move(s));
+    for (auto s : states)
+      x.path.push_back(s);
     rec.state = x.path.back();
     x.after = rec;
     add(t, std::move(x));
@@ -49,34 +49,34 @@ history_builder recovery_story() {
   h.add(1000, job_registered{"agent"});
   h.add(1100, subscriber_attached{1, "agent", "ipv4:127.0.0.1:5"});
   h.rec.uuid = "U1";
-  h.rec.faults = {{"1", "1"}};
-  auto& f = h.step(2000, "faultOccur", {st::notify_wait_fault_flushing});
+  h.rec.faults = {{"1", fault_type::normal}};
+  auto& f = h.step(2000, ev::fault_occur, {st::notify_wait_fault_flushing});
   f.faults = {{"1", "1"}};
-  h.step(2000, "notifyFinish", {st::notify_stop_train});
-  h.step(2010, "notifySuccess", {st::wait_stop_complete});
-  auto& stop = h.step(2110, "receiveReport", {st::wait_fault_flush_finished});
-  stop.report_kind = "stop";
-  h.step(2110, "flushFinished", {st::notify_global_fault});
-  h.step(2120, "notifySuccess", {st::wait_recover_strategy});
+  h.step(2000, ev::notify_finish, {st::notify_stop_train});
+  h.step(2010, ev::notify_success, {st::wait_stop_complete});
+  auto& stop = h.step(2110, ev::receive_report, {st::wait_fault_flush_finished});
+  stop.kind = report_kind::stop;
+  h.step(2110, ev::flush_finished, {st::notify_global_fault});
+  h.step(2120, ev::notify_success, {st::wait_recover_strategy});
   h.rec.decided = {"recover"};
-  auto& decide = h.step(2400, "receiveReport", {st::notify_decided_strategy});
-  decide.report_kind = "strategy";
+  auto& decide = h.step(2400, ev::receive_report, {st::notify_decided_strategy});
+  decide.kind = report_kind::strategy;
   decide.strategies = {"recover", "dump"};
-  h.step(2410, "notifyRecoverStrategySuccess",
+  h.step(2410, ev::notify_recover_strategy_success,
          {st::wait_process_recover_status});
   h.rec.decided.clear();
   h.rec.uuid.clear();
   h.rec.faults.clear();
   h.rec.last_outcome = "recover-success";
   h.rec.flows = 1;
-  auto& done = h.step(2900, "receiveReport",
+  auto& done = h.step(2900, ev::receive_report,
                       {st::check_recover_result, st::init});
-  done.report_kind = "status";
+  done.kind = report_kind::status;
   done.annotations = {{"ProcessRecoverStatus", "recover-success"}};
   h.add(3000, device_faults_reported{"Healthy", {}});
   h.rec.uuid = "U2";
-  h.rec.faults = {{"0", "1"}};
-  h.step(5000, "faultOccur", {st::notify_wait_fault_flushing});
+  h.rec.faults = {{"0", fault_type::normal}};
+  h.step(5000, ev::fault_occur, {st::notify_wait_fault_flushing});
   return h;
 }
 
@@ -116,7 +116,7 @@ TEST_CASE("incidents: a recovery's phases and durations follow its event "
   const auto& y = xs[1];
   CHECK(y.active);
   CHECK(y.uuid == "U2");
-  CHECK(y.state == st::notify_wait_fault_flushing);
+  CHECK(y.state == to_string(st::notify_wait_fault_flushing));
   CHECK(y.outcome.empty());
   CHECK(y.ended_ms == 0);
   REQUIRE(y.phases.size() == 1);
@@ -156,32 +156,31 @@ TEST_CASE("incidents: a link switch, and one that hands over to a recovery "
           "in the same step") {
   history_builder h;
   h.add(10, job_put{spec(), true});
-  h.rec.om_kind = "switch";
+  h.rec.om = om_kind::switch_nic;
   h.rec.uuid = "S1";
-  auto& start = h.step(100, "startSwitchNic", {st::notify_pause_train});
+  auto& start = h.step(100, ev::start_switch_nic, {st::notify_pause_train});
   start.switch_ranks = {"0"};
-  h.step(110, "notifySuccess", {st::wait_pause_complete});
-  h.step(150, "receiveReport", {st::notify_switch_nic}).report_kind = "stop";
-  h.step(160, "notifySuccess", {st::wait_switch_nic_finished});
-  h.step(400, "receiveReport", {st::notify_continue_train}).report_kind
-    = "switch";
-  h.step(410, "notifyContinueSuccessEvent", {st::wait_continue_train});
-  h.rec.om_kind.clear();
+  h.step(110, ev::notify_success, {st::wait_pause_complete});
+  h.step(150, ev::receive_report, {st::notify_switch_nic}).kind = report_kind::stop;
+  h.step(160, ev::notify_success, {st::wait_switch_nic_finished});
+  h.step(400, ev::receive_report, {st::notify_continue_train}).kind = report_kind::switch_nic;
+  h.step(410, ev::notify_continue_success, {st::wait_continue_train});
+  h.rec.om = om_kind::none;
   h.rec.uuid.clear();
   h.rec.last_outcome = "recovered";
   h.rec.flows = 1;
-  auto& end = h.step(500, "switchNicRecvContinue", {st::init});
+  auto& end = h.step(500, ev::switch_nic_recv_continue, {st::init});
   end.om_messages = {"switch nic finish"};
   end.om_final = true;
   MESSAGE("a second switch during which a fault arrived");
-  h.rec.om_kind = "switch";
+  h.rec.om = om_kind::switch_nic;
   h.rec.uuid = "S2";
-  h.step(1000, "startSwitchNic", {st::notify_pause_train});
-  h.step(1010, "notifySuccess", {st::wait_continue_train});
-  h.rec.om_kind.clear();
+  h.step(1000, ev::start_switch_nic, {st::notify_pause_train});
+  h.step(1010, ev::notify_success, {st::wait_continue_train});
+  h.rec.om = om_kind::none;
   h.rec.uuid = "R1";
-  h.rec.faults = {{"1", "1"}};
-  auto& handover = h.step(1200, "switchNicRecvContinue",
+  h.rec.faults = {{"1", fault_type::normal}};
+  auto& handover = h.step(1200, ev::switch_nic_recv_continue,
                           {st::init, st::notify_wait_fault_flushing});
   handover.om_messages = {"switch nic finish"};
   handover.om_final = true;
@@ -237,19 +236,19 @@ TEST_CASE("incidents: a stress test, its result phase and what the operator "
           "was told") {
   history_builder h;
   h.add(10, job_put{spec(), true});
-  h.rec.om_kind = "stress";
+  h.rec.om = om_kind::stress;
   h.rec.uuid = "T1";
-  h.step(100, "startStressTest", {st::notify_pause_train});
-  h.step(110, "notifySuccess", {st::wait_pause_complete});
-  h.step(150, "receiveReport", {st::notify_stress_test}).report_kind = "stop";
-  h.step(160, "notifySuccess", {st::wait_stress_test_finished});
-  auto& result = h.step(700, "receiveReport", {st::notify_continue_train});
-  result.report_kind = "stress";
+  h.step(100, ev::start_stress_test, {st::notify_pause_train});
+  h.step(110, ev::notify_success, {st::wait_pause_complete});
+  h.step(150, ev::receive_report, {st::notify_stress_test}).kind = report_kind::stop;
+  h.step(160, ev::notify_success, {st::wait_stress_test_finished});
+  auto& result = h.step(700, ev::receive_report, {st::notify_continue_train});
+  result.kind = report_kind::stress;
   result.om_messages = {"stress test finish, result:{}"};
-  h.step(710, "notifyContinueSuccessEvent", {st::wait_continue_train});
-  h.rec.om_kind.clear();
+  h.step(710, ev::notify_continue_success, {st::wait_continue_train});
+  h.rec.om = om_kind::none;
   h.rec.last_outcome = "recovered";
-  auto& end = h.step(800, "stressTestRecvContinue", {st::init});
+  auto& end = h.step(800, ev::stress_test_recv_continue, {st::init});
   end.om_final = true;
   auto xs = build_incidents(h.evs);
   REQUIRE(xs.size() == 1);

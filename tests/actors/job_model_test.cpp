@@ -1,7 +1,7 @@
 #include <doctest/doctest.h>
 
 #include "actors/error.hpp"
-#include "actors/job_model.hpp"
+#include "actors/model/job_model.hpp"
 #include "fixtures/jobs.hpp"
 
 using namespace recoverd;
@@ -254,7 +254,7 @@ TEST_CASE("Subscribe needs registration and takes over the older stream") {
   MESSAGE("subscribing does not reset the job");
   m = step(m, subscribe_cmd{{"j", "t", "peer2"}, 1});
   CHECK(m.registered);
-  CHECK(m.rec.state == "INIT");
+  CHECK(m.rec.state == st::init);
 }
 
 TEST_CASE("a stale detach is ignored; a live one is recorded") {

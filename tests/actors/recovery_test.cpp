@@ -1,8 +1,9 @@
 #include <doctest/doctest.h>
 
 #include "actors/error.hpp"
-#include "actors/job_model.hpp"
-#include "actors/recovery.hpp"
+#include "actors/model/job_model.hpp"
+#include "actors/model/recovery.hpp"
+#include "actors/model/reset_document.hpp"
 #include "fixtures/jobs.hpp"
 
 using namespace recoverd;
@@ -24,7 +25,7 @@ struct machine {
   recovery rec;
   timeouts waits = fast_waits();
   int64_t now = 1'000'000;
-  std::vector<std::string> last_path;
+  std::vector<flow_state> last_path;
   string_map last_annotations;
   std::vector<process_signal> last_side;
 
@@ -33,7 +34,7 @@ struct machine {
     init = make_init_config(spec);
   }
 
-  caf::expected<flow_step> raw(flow_input in) {
+  expected<flow_step> raw(flow_input in) {
     in.now_ms = now;
     if (in.fresh_uuid.empty())
       in.fresh_uuid = "UUID-" + std::to_string(now);
@@ -51,7 +52,7 @@ struct machine {
     ++now;
   }
 
-  void fault(std::vector<fault_rank> faults, const std::string& name = "faultOccur") {
+  void fault(std::vector<fault_rank> faults, flow_event name = ev::fault_occur) {
     flow_input in;
     in.name = name;
     in.faults = std::move(faults);
@@ -69,12 +70,12 @@ struct machine {
     return sig;
   }
 
-  void report(const std::string& kind, int code = 0,
+  void report(report_kind kind, int code = 0,
               const std::string& strategy = "",
               std::vector<std::string> strategies = {}) {
     flow_input in;
-    in.name = "receiveReport";
-    in.report_kind = kind;
+    in.name = ev::receive_report;
+    in.kind = kind;
     in.report.code = code;
     in.report.strategy = strategy;
     in.strategies = std::move(strategies);
@@ -85,7 +86,7 @@ struct machine {
   void up_to_strategy_wait() {
     fault({{"8", "1"}});
     deliver(); // stopTrain
-    report("stop");
+    report(report_kind::stop);
     deliver(); // globalFault
     REQUIRE(rec.state == st::wait_recover_strategy);
   }
@@ -101,7 +102,7 @@ TEST_CASE("every row of the transition table is reachable and lands where "
     machine m{{"retry", "recover", "dump"}};
     m.rec.state = t.from;
     m.rec.uuid = "U";
-    m.rec.faults = {{"8", "1"}};
+    m.rec.faults = {{"8", fault_type::normal}};
     m.rec.fault_pods = {1};
     m.rec.agent_strategies = {"recover", "dump"};
     m.rec.decided = {"recover"};
@@ -109,10 +110,10 @@ TEST_CASE("every row of the transition table is reachable and lands where "
     m.rec.wait_until_ms = m.now - 1;
     flow_input in;
     in.name = t.event;
-    in.report_kind = expected_report(t.from);
+    in.kind = expected_report(t.from);
     auto s = m.raw(in);
     REQUIRE_MESSAGE(s, (s ? "" : message_of(s.error())));
-    if (std::string{t.from} != t.to) {
+    if (t.from != t.to) {
       REQUIRE(s->path.size() >= 2);
       CHECK(s->path[1] == t.to);
     }
@@ -122,18 +123,18 @@ TEST_CASE("every row of the transition table is reachable and lands where "
 TEST_CASE("inputs a state does not wait for are refused and change nothing") {
   machine m;
   flow_input in;
-  in.name = "receiveReport";
-  in.report_kind = "status";
+  in.name = ev::receive_report;
+  in.kind = report_kind::status;
   auto s = m.raw(in);
   REQUIRE_FALSE(s);
   CHECK(errc_of(s.error()) == errc::unexpected_report);
   m.up_to_strategy_wait();
-  in.report_kind = "stop";
+  in.kind = report_kind::stop;
   s = m.raw(in);
   REQUIRE_FALSE(s);
-  CHECK(message_of(s.error()).find(st::wait_recover_strategy)
+  CHECK(message_of(s.error()).find(to_string(st::wait_recover_strategy))
         != std::string::npos);
-  in.name = "faultOccur";
+  in.name = ev::fault_occur;
   CHECK_FALSE(m.raw(in));
 }
 
@@ -151,8 +152,8 @@ TEST_CASE("a normal fault: stopTrain, then globalFault over the whole pod") {
   CHECK(m.rec.reset_json.find("\"FaultFlushing\":true") != std::string::npos);
   m.deliver();
   CHECK(m.rec.state == st::wait_stop_complete);
-  CHECK(m.rec.deadline_event == "receiveTimeout");
-  m.report("stop");
+  CHECK(m.rec.deadline_event == ev::receive_timeout);
+  m.report(report_kind::stop);
   REQUIRE(m.rec.outbox);
   auto global = *m.rec.outbox;
   CHECK(global.signal_type == "globalFault");
@@ -172,7 +173,7 @@ TEST_CASE("stop-complete 404 kills the job") {
   machine m;
   m.fault({{"8", "1"}});
   m.deliver();
-  m.report("stop", 404);
+  m.report(report_kind::stop, 404);
   CHECK(m.rec.state == st::notify_kill_job);
   REQUIRE(m.rec.outbox);
   CHECK(m.rec.outbox->signal_type == "killMaster");
@@ -205,9 +206,9 @@ TEST_CASE("the strategy ladder: configured x agent-reported") {
     if (m.rec.state == st::notify_dump)
       continue; // dump-only jobs take the dying-gasp path; tested below
     m.deliver();
-    m.report("stop");
+    m.report(report_kind::stop);
     m.deliver();
-    m.report("strategy", 0, "", r.agent);
+    m.report(report_kind::strategy, 0, "", r.agent);
     REQUIRE(m.rec.outbox);
     CHECK(m.rec.outbox->signal_type == "changeStrategy");
     CHECK(m.rec.outbox->change_strategy == r.expected);
@@ -222,7 +223,7 @@ TEST_CASE("retry faults: global fault lists the retry ranks; type 2 gives "
     machine m{{"retry", "recover", "dump"}};
     m.fault({{"3", type}});
     m.deliver();
-    m.report("stop");
+    m.report(report_kind::stop);
     REQUIRE(m.rec.outbox);
     CHECK(m.rec.outbox->signal_type == "globalFault");
     CHECK(m.rec.outbox->actions == std::vector<std::string>{"on_global_rank"});
@@ -230,7 +231,7 @@ TEST_CASE("retry faults: global fault lists the retry ranks; type 2 gives "
     CHECK(m.rec.outbox->fault_ranks[0].fault_type == type);
     CHECK(m.rec.outbox->timeout == (std::string{type} == "2" ? 33 : 0));
     m.deliver();
-    m.report("strategy", 0, "", {"retry", "recover", "dump"});
+    m.report(report_kind::strategy, 0, "", {"retry", "recover", "dump"});
     CHECK(m.rec.outbox->change_strategy == "retry");
     REQUIRE(m.rec.outbox->fault_ranks.size() == 1);
     CHECK(m.rec.outbox->fault_ranks[0].rank_id == "3");
@@ -238,16 +239,16 @@ TEST_CASE("retry faults: global fault lists the retry ranks; type 2 gives "
   machine m{{"retry", "recover", "dump"}};
   m.fault({{"3", "0"}});
   m.deliver();
-  m.report("stop");
+  m.report(report_kind::stop);
   m.deliver();
-  m.report("strategy", 0, "", {"recover", "dump"});
+  m.report(report_kind::strategy, 0, "", {"recover", "dump"});
   CHECK(m.rec.outbox->change_strategy == "dump");
   machine n{{"retry", "recover"}};
   n.fault({{"3", "0"}});
   n.deliver();
-  n.report("stop");
+  n.report(report_kind::stop);
   n.deliver();
-  n.report("strategy", 0, "", {"recover"});
+  n.report(report_kind::strategy, 0, "", {"recover"});
   CHECK(n.rec.outbox->change_strategy == "exit");
 }
 
@@ -256,49 +257,49 @@ TEST_CASE("result check: retry 405 goes round again with normal faults; 406 "
   machine m{{"retry", "recover", "dump"}};
   m.fault({{"3", "0"}});
   m.deliver();
-  m.report("stop");
+  m.report(report_kind::stop);
   m.deliver();
-  m.report("strategy", 0, "", {"retry", "recover", "dump"});
+  m.report(report_kind::strategy, 0, "", {"retry", "recover", "dump"});
   m.deliver();
   CHECK(m.rec.state == st::wait_step_retry_status);
-  m.report("status", 405, "retry");
+  m.report(report_kind::status, 405, "retry");
   CHECK(m.last_annotations.at("ProcessRecoverStatus") == "retry-failed");
   REQUIRE(m.rec.outbox);
   CHECK(m.rec.outbox->signal_type == "globalFault");
   REQUIRE(m.rec.outbox->fault_ranks.size() == 8);
   CHECK(m.rec.outbox->fault_ranks[0].fault_type == "1");
   m.deliver();
-  m.report("strategy", 0, "", {"retry", "recover", "dump"});
+  m.report(report_kind::strategy, 0, "", {"retry", "recover", "dump"});
   CHECK(m.rec.outbox->change_strategy == "recover");
 
   machine k{{"retry", "recover", "dump"}};
   k.fault({{"3", "0"}});
   k.deliver();
-  k.report("stop");
+  k.report(report_kind::stop);
   k.deliver();
-  k.report("strategy", 0, "", {"retry", "recover", "dump"});
+  k.report(report_kind::strategy, 0, "", {"retry", "recover", "dump"});
   k.deliver();
-  k.report("status", 406, "retry");
+  k.report(report_kind::status, 406, "retry");
   REQUIRE(k.rec.outbox);
   CHECK(k.rec.outbox->change_strategy == "dump");
   machine q{{"retry", "recover", "dump"}};
   q.fault({{"3", "0"}});
   q.deliver();
-  q.report("stop");
+  q.report(report_kind::stop);
   q.deliver();
-  q.report("strategy", 0, "", {"retry", "recover", "dump"});
+  q.report(report_kind::strategy, 0, "", {"retry", "recover", "dump"});
   q.deliver();
-  q.report("status", 499, "retry");
+  q.report(report_kind::status, 499, "retry");
   CHECK(q.rec.outbox->change_strategy == "exit");
 }
 
 TEST_CASE("recover success and failure") {
   machine m;
   m.up_to_strategy_wait();
-  m.report("strategy", 0, "", {"recover", "dump"});
+  m.report(report_kind::strategy, 0, "", {"recover", "dump"});
   m.deliver();
   CHECK(m.rec.state == st::wait_process_recover_status);
-  m.report("status", 0, "recover");
+  m.report(report_kind::status, 0, "recover");
   CHECK(m.rec.state == st::init);
   CHECK(m.last_annotations.at("ProcessRecoverStatus") == "recover-success");
   CHECK(m.rec.last_outcome == "recover-success");
@@ -307,9 +308,9 @@ TEST_CASE("recover success and failure") {
 
   machine f;
   f.up_to_strategy_wait();
-  f.report("strategy", 0, "", {"recover", "dump"});
+  f.report(report_kind::strategy, 0, "", {"recover", "dump"});
   f.deliver();
-  f.report("status", 1, "recover");
+  f.report(report_kind::status, 1, "recover");
   CHECK(f.last_annotations.at("ProcessRecoverStatus") == "recover-failed");
   REQUIRE(f.rec.outbox);
   CHECK(f.rec.outbox->change_strategy == "dump");
@@ -318,10 +319,10 @@ TEST_CASE("recover success and failure") {
 TEST_CASE("dump then exit: dump_exit, reschedule, restart-all, fallback") {
   machine m;
   m.up_to_strategy_wait();
-  m.report("strategy", 0, "", {"dump"});
+  m.report(report_kind::strategy, 0, "", {"dump"});
   m.deliver();
   CHECK(m.rec.state == st::wait_dump_status);
-  m.report("status", 0, "dump");
+  m.report(report_kind::status, 0, "dump");
   CHECK(m.last_annotations.at("ProcessRecoverStatus") == "dump-success");
   REQUIRE(m.last_side.size() == 1);
   CHECK(m.last_side[0].change_strategy == "exit");
@@ -331,14 +332,14 @@ TEST_CASE("dump then exit: dump_exit, reschedule, restart-all, fallback") {
   MESSAGE("the platform replaces pod 1");
   m.spec.pods[1].uid = "new-uid";
   flow_input changed;
-  changed.name = "jobChanged";
+  changed.name = ev::job_changed;
   m.feed(changed);
   CHECK(m.rec.retry_time == 1);
   CHECK(m.rec.state == st::fault_retry);
   CHECK(m.rec.label == "pause");
-  CHECK(m.rec.deadline_event == "fallbackCheck");
+  CHECK(m.rec.deadline_event == ev::fallback_check);
   flow_input check;
-  check.name = "fallbackCheck";
+  check.name = ev::fallback_check;
   m.feed(check);
   CHECK(m.rec.state == st::init);
   CHECK(m.rec.label == "on");
@@ -349,9 +350,9 @@ TEST_CASE("every wait has a deadline") {
   machine m;
   m.fault({{"8", "1"}});
   CHECK(m.rec.deadline_ms > 0); // stopTrain nobody takes
-  CHECK(m.rec.deadline_event == "notifyFail");
+  CHECK(m.rec.deadline_event == ev::notify_fail);
   flow_input timeout;
-  timeout.name = "notifyFail";
+  timeout.name = ev::notify_fail;
   m.feed(timeout);
   CHECK(m.rec.state == st::fault_retry);
   CHECK(m.last_path[1] == st::fault_clear);
@@ -359,12 +360,12 @@ TEST_CASE("every wait has a deadline") {
   m.spec.pods[0].running = false;
   m.now = m.rec.wait_until_ms + 1;
   flow_input check;
-  check.name = "fallbackCheck";
+  check.name = ev::fallback_check;
   m.feed(check);
   CHECK(m.rec.state == st::notify_kill_job);
-  CHECK(m.rec.deadline_event == "finish");
+  CHECK(m.rec.deadline_event == ev::finish);
   flow_input give_up;
-  give_up.name = "finish";
+  give_up.name = ev::finish;
   m.feed(give_up);
   CHECK(m.rec.state == st::init);
 }
@@ -373,10 +374,10 @@ TEST_CASE("faults during a flow are absorbed, not restarted") {
   machine m;
   m.up_to_strategy_wait();
   auto uuid = m.rec.uuid;
-  m.fault({{"2", "1"}}, "faultAbsorbed");
+  m.fault({{"2", "1"}}, ev::fault_absorbed);
   CHECK(m.rec.state == st::wait_recover_strategy);
   CHECK(m.rec.uuid == uuid);
-  m.report("strategy", 0, "", {"recover"});
+  m.report(report_kind::strategy, 0, "", {"recover"});
   REQUIRE(m.rec.outbox);
   bool has_two = false;
   for (const auto& f : m.rec.outbox->fault_ranks)
@@ -388,14 +389,14 @@ TEST_CASE("ReportProcessFault classification and validation") {
   machine m{{"recover"}};
   auto k = classify_process_fault(m.rec, m.spec, m.init, {{"8", "1"}});
   REQUIRE(k);
-  CHECK(*k == "faultOccur");
+  CHECK(*k == ev::fault_occur);
   k = classify_process_fault(m.rec, m.spec, m.init, {{"8", "0"}});
   REQUIRE(k);
-  CHECK(*k == "preExit");
+  CHECK(*k == ev::pre_exit);
   machine r{{"retry"}};
   k = classify_process_fault(r.rec, r.spec, r.init, {{"8", "0"}});
   REQUIRE(k);
-  CHECK(*k == "faultOccur");
+  CHECK(*k == ev::fault_occur);
   k = classify_process_fault(m.rec, m.spec, m.init, {{"99", "1"}});
   REQUIRE_FALSE(k);
   CHECK(message_of(k.error()).find("faultRanks[0].rankId") != std::string::npos);
@@ -407,7 +408,7 @@ TEST_CASE("ReportProcessFault classification and validation") {
   m.rec.state = st::wait_recover_strategy;
   k = classify_process_fault(m.rec, m.spec, m.init, {{"8", "1"}});
   REQUIRE(k);
-  CHECK(*k == "faultAbsorbed");
+  CHECK(*k == ev::fault_absorbed);
 }
 
 TEST_CASE("the reset document is Go's JSON and checkCode its SHA-256") {
@@ -423,30 +424,30 @@ TEST_CASE("the reset document is Go's JSON and checkCode its SHA-256") {
 TEST_CASE("send results map as the reference's handleSendResult") {
   process_signal s;
   s.signal_type = "keep-alive";
-  CHECK(send_result_event(s).empty());
+  CHECK(send_result_event(s) == ev::none);
   s.signal_type = "killMaster";
-  CHECK(send_result_event(s) == "finish");
+  CHECK(send_result_event(s) == ev::finish);
   s.signal_type = "stopTrain";
-  CHECK(send_result_event(s) == "notifySuccess");
+  CHECK(send_result_event(s) == ev::notify_success);
   s.signal_type = "changeStrategy";
   s.change_strategy = "recover";
-  CHECK(send_result_event(s) == "notifyRecoverStrategySuccess");
+  CHECK(send_result_event(s) == ev::notify_recover_strategy_success);
   s.extra_params = "dump_exit";
-  CHECK(send_result_event(s).empty());
+  CHECK(send_result_event(s) == ev::none);
 }
 
 TEST_CASE("B45: DP scale-in, isolate ranks, scale-out") {
   machine m{{"elastic-training", "dump"}};
   m.up_to_strategy_wait();
-  m.report("strategy", 0, "", {"downgrade", "dump"});
+  m.report(report_kind::strategy, 0, "", {"downgrade", "dump"});
   REQUIRE(m.rec.outbox);
   CHECK(m.rec.outbox->change_strategy == "downgrade");
   CHECK(m.rec.outbox->extra_params == R"({"scale-in-strategy": "DP"})");
   m.deliver();
   CHECK(m.rec.state == st::wait_scale_in_isolate);
   flow_input in;
-  in.name = "receiveReport";
-  in.report_kind = "status";
+  in.name = ev::receive_report;
+  in.kind = report_kind::status;
   in.report = {201, "downgrade", {"0"}};
   m.feed(in);
   CHECK(m.rec.state == st::check_scale_in_isolate);
@@ -456,19 +457,19 @@ TEST_CASE("B45: DP scale-in, isolate ranks, scale-out") {
   CHECK(m.rec.outbox->node_rank_ids == std::vector<std::string>{"0"});
   m.deliver();
   CHECK(m.rec.state == st::wait_scale_in_status);
-  m.report("status", 0, "downgrade");
+  m.report(report_kind::status, 0, "downgrade");
   CHECK(m.rec.state == st::scale_running);
   MESSAGE("a replacement pod runs: scale out");
   m.spec.pods[1].uid = "replacement";
   flow_input changed;
-  changed.name = "jobChanged";
+  changed.name = ev::job_changed;
   m.feed(changed);
   REQUIRE(m.rec.outbox);
   CHECK(m.rec.outbox->change_strategy == "upgrade");
   CHECK(m.rec.outbox->extra_params == R"({"scale-out-strategy": "DP"})");
   m.deliver();
   CHECK(m.rec.state == st::wait_scale_out_status);
-  m.report("status", 0, "upgrade");
+  m.report(report_kind::status, 0, "upgrade");
   CHECK(m.rec.state == st::init);
 }
 
@@ -476,13 +477,13 @@ TEST_CASE("no scale-in when pod 0 is faulty or the agent cannot downgrade") {
   machine m{{"elastic-training", "dump"}};
   m.fault({{"1", "1"}});
   m.deliver();
-  m.report("stop");
+  m.report(report_kind::stop);
   m.deliver();
-  m.report("strategy", 0, "", {"downgrade", "dump"});
+  m.report(report_kind::strategy, 0, "", {"downgrade", "dump"});
   CHECK(m.rec.outbox->change_strategy == "dump");
   machine n{{"elastic-training"}};
   n.up_to_strategy_wait();
-  n.report("strategy", 0, "", {"dump"});
+  n.report(report_kind::strategy, 0, "", {"dump"});
   CHECK(n.rec.outbox->change_strategy == "exit");
 }
 
@@ -490,15 +491,15 @@ TEST_CASE("recover-in-place: software-fault pods restart in place; a pod with "
           "a device fault must exit") {
   machine m{{"recover-in-place", "recover", "dump"}};
   flow_input in;
-  in.name = "faultOccur";
-  in.report_kind = "process";
+  in.name = ev::fault_occur;
+  in.kind = report_kind::process;
   in.faults = {{"8", "1"}};
   m.feed(in);
   m.deliver();
-  m.report("stop");
-  CHECK(m.rec.deadline_event == "inPlaceChecked");
+  m.report(report_kind::stop);
+  CHECK(m.rec.deadline_event == ev::in_place_checked);
   flow_input checked;
-  checked.name = "inPlaceChecked";
+  checked.name = ev::in_place_checked;
   m.feed(checked);
   REQUIRE(m.rec.outbox);
   CHECK(m.rec.outbox->signal_type == "globalFault");
@@ -506,7 +507,7 @@ TEST_CASE("recover-in-place: software-fault pods restart in place; a pod with "
   CHECK(m.rec.outbox->fault_ranks.size() == 1); // not expanded
   CHECK(m.rec.reset_json.find("\"RestartFaultProcess\":true") != std::string::npos);
   m.deliver();
-  m.report("strategy", 0, "", {"recover", "dump"});
+  m.report(report_kind::strategy, 0, "", {"recover", "dump"});
   REQUIRE(m.rec.outbox);
   CHECK(m.rec.outbox->change_strategy == "recover");
   CHECK(m.rec.outbox->extra_params == "recover-in-place");
@@ -518,10 +519,10 @@ TEST_CASE("recover-in-place: software-fault pods restart in place; a pod with "
   machine n{{"recover-in-place", "recover", "dump"}};
   n.feed(in);
   n.deliver();
-  n.report("stop");
+  n.report(report_kind::stop);
   std::vector<device_fault> faults{{"n1", "0", {"81078603"}, ""}};
   flow_input checked2;
-  checked2.name = "inPlaceChecked";
+  checked2.name = ev::in_place_checked;
   checked2.now_ms = n.now;
   checked2.fresh_uuid = "x";
   auto s2 = step(n.rec, n.spec, n.init, checked2, n.waits, faults);
@@ -543,7 +544,7 @@ TEST_CASE("R4: a dump-only job takes the dying-gasp dump") {
   CHECK(m.rec.outbox->node_rank_ids == std::vector<std::string>{"1"});
   m.deliver();
   CHECK(m.rec.state == st::wait_dump_status);
-  m.report("status", 0, "dump");
+  m.report(report_kind::status, 0, "dump");
   CHECK(m.last_annotations.at("ProcessRecoverStatus") == "dump-success");
 }
 
@@ -567,15 +568,15 @@ TEST_CASE("the ladder in platform mode follows the platform's strategy") {
     m.spec.annotations["ProcessRecoverStrategy"] = r.plat;
     m.fault({{"8", "1"}});
     m.deliver();
-    m.report("stop");
+    m.report(report_kind::stop);
     REQUIRE(m.rec.platform_round);
     CHECK(m.last_annotations.at("ProcessConfirmFault") == "8:1");
     m.spec.annotations["ProcessResultFault"] = "";
     flow_input changed;
-    changed.name = "annotationsChanged";
+    changed.name = ev::annotations_changed;
     m.feed(changed);
     m.deliver();
-    m.report("strategy", 0, "", r.agent);
+    m.report(report_kind::strategy, 0, "", r.agent);
     REQUIRE(m.rec.outbox);
     CHECK(m.rec.outbox->change_strategy == r.expected);
   }
@@ -586,14 +587,14 @@ TEST_CASE("fault center: SubHealthy faults are skipped unless graceExit and "
   machine m{{"recover"}};
   std::vector<device_fault> now{{"n1", "0", {"X"}, ""}};
   CHECK(fault_center_input(m.rec, m.spec, m.init, {}, now, "SubHealthy")
-          .first.empty());
+          .first == ev::none);
   CHECK(fault_center_input(m.rec, m.spec, m.init, {}, now, "UnHealthy").first
-        == "preExit");
+        == ev::pre_exit);
   machine d{{"dump"}};
   d.spec.sub_healthy_strategy = "graceExit";
   d.init = make_init_config(d.spec);
   CHECK(fault_center_input(d.rec, d.spec, d.init, {}, now, "SubHealthy").first
-        == "preExit");
+        == ev::pre_exit);
 }
 
 // -- operator actions (reference §8.2, §9.2) -----------------------------------
@@ -610,14 +611,14 @@ void om_up_to_worker(machine& m, flow_input start) {
   CHECK(pause.signal_type == "stopTrain");
   REQUIRE(pause.actions == std::vector<std::string>{"pause_train"});
   CHECK(m.rec.state == st::wait_pause_complete);
-  CHECK(m.rec.deadline_event == "receiveTimeout");
-  m.report("stop");
+  CHECK(m.rec.deadline_event == ev::receive_timeout);
+  m.report(report_kind::stop);
 }
 
 flow_input stress_on(const std::string& node, std::vector<int64_t> ops,
                      const job_spec& spec) {
   flow_input in;
-  in.name = "startStressTest";
+  in.name = ev::start_stress_test;
   for (const auto& p : spec.pods)
     if (p.node_name == node)
       for (const auto& d : p.devices)
@@ -627,8 +628,8 @@ flow_input stress_on(const std::string& node, std::vector<int64_t> ops,
 
 void stress_result(machine& m, stress_results results) {
   flow_input in;
-  in.name = "receiveReport";
-  in.report_kind = "stress";
+  in.name = ev::receive_report;
+  in.kind = report_kind::stress;
   in.stress_result = std::move(results);
   m.feed(in);
 }
@@ -639,32 +640,32 @@ TEST_CASE("O&M rows: a link switch pauses, hands the list to the worker, "
           "continues and ends with switch nic finish") {
   machine m;
   flow_input start;
-  start.name = "startSwitchNic";
+  start.name = ev::start_switch_nic;
   start.switch_ranks = {"11"};
   start.switch_ops = {true};
   om_up_to_worker(m, start);
   CHECK(m.rec.state == st::notify_switch_nic);
   REQUIRE(m.rec.outbox.has_value());
   CHECK(m.rec.outbox->signal_type == "SwitchRankList");
-  CHECK(m.rec.deadline_event == "notifyFail");
+  CHECK(m.rec.deadline_event == ev::notify_fail);
   m.deliver();
   CHECK(m.rec.state == st::wait_switch_nic_finished);
-  m.report("switch");
+  m.report(report_kind::switch_nic);
   CHECK(m.rec.state == st::notify_continue_train);
   auto cont = m.deliver();
   CHECK(cont.change_strategy == "continue");
   auto s = m.raw([] {
     flow_input in;
-    in.name = "receiveReport";
-    in.report_kind = "status";
+    in.name = ev::receive_report;
+    in.kind = report_kind::status;
     return in;
   }());
   REQUIRE(s);
   CHECK(s->after.state == st::init);
   CHECK(s->om_messages == std::vector<std::string>{"switch nic finish"});
   CHECK(s->om_final);
-  CHECK(s->after.om_kind.empty());
-  CHECK(s->after.om_last_kind == "switch");
+  CHECK(s->after.om == om_kind::none);
+  CHECK(s->after.om_last_kind == om_kind::switch_nic);
 }
 
 TEST_CASE("O&M rows: a stress test, all passed") {
@@ -679,7 +680,7 @@ TEST_CASE("O&M rows: a stress test, all passed") {
   REQUIRE(m.last_side.size() == 1);
   CHECK(m.last_side[0].signal_type == "pauseStartAgent");
   CHECK(m.rec.reset_json.find("\"FaultFlushing\":true") != std::string::npos);
-  CHECK(m.rec.deadline_event == "receiveTimeout");
+  CHECK(m.rec.deadline_event == ev::receive_timeout);
   auto paused_uuid = m.last_side[0].uuid;
   stress_result(m, {{"8", {{"0", {"0", "ok"}}, {"1", {"1", "skipped"}}}}});
   CHECK(m.rec.state == st::notify_continue_train);
@@ -690,7 +691,7 @@ TEST_CASE("O&M rows: a stress test, all passed") {
   CHECK(m.rec.om_last_message.rfind("stress test finish, result:", 0) == 0);
   CHECK_FALSE(m.rec.om_done);
   m.deliver(); // changeStrategy continue
-  m.report("status");
+  m.report(report_kind::status);
   CHECK(m.rec.state == st::init);
   CHECK(m.rec.om_done);
   CHECK(m.rec.stress_params.empty());
@@ -708,8 +709,8 @@ TEST_CASE("O&M rows: stress code 2 isolates the node, 3/4 fault the rank, "
     CHECK(m.last_path[1] == st::notify_stop_train);
     CHECK(m.rec.unhealthy_nodes.count("n1") == 1);
     CHECK(m.rec.faults.size() == 8);
-    CHECK(m.rec.faults.at("15") == "1");
-    CHECK(m.rec.om_kind.empty());
+    CHECK(m.rec.faults.at("15") == fault_type::normal);
+    CHECK(m.rec.om == om_kind::none);
     CHECK(m.rec.om_done);
     CHECK(m.rec.om_last_message.rfind("stress test find fault, isolate node:[n1],", 0)
           == 0);
@@ -720,7 +721,7 @@ TEST_CASE("O&M rows: stress code 2 isolates the node, 3/4 fault the rank, "
     kept.state = st::init;
     m.rec = kept;
     flow_input clear;
-    clear.name = "nodeHealthCleared";
+    clear.name = ev::node_health_cleared;
     clear.node = "n0";
     CHECK_FALSE(m.raw(clear));
     clear.node = "n1";
@@ -733,7 +734,7 @@ TEST_CASE("O&M rows: stress code 2 isolates the node, 3/4 fault the rank, "
     m.deliver();
     stress_result(m, {{"9", {{"0", {"3", ""}}}}, {"12", {{"0", {"4", ""}}}}});
     CHECK(m.rec.state == st::notify_stop_train);
-    CHECK(m.rec.faults == std::map<std::string, std::string>{{"12", "1"}, {"9", "1"}});
+    CHECK(m.rec.faults == std::map<std::string, fault_type>{{"12", fault_type::normal}, {"9", fault_type::normal}});
     CHECK(m.rec.unhealthy_nodes.empty());
     CHECK(m.rec.om_last_message.rfind("stress test timeout fault, faultRank:[9 12],", 0)
           == 0);
@@ -742,7 +743,7 @@ TEST_CASE("O&M rows: stress code 2 isolates the node, 3/4 fault the rank, "
     machine m;
     om_up_to_worker(m, stress_on("n0", {1}, m.spec));
     m.deliver();
-    m.report("status", 406);
+    m.report(report_kind::status, 406);
     CHECK(m.rec.state == st::wait_stress_test_finished);
     CHECK(m.rec.stress_fault);
     CHECK(m.rec.om_last_message == "recv fault, when stressing test");
@@ -754,7 +755,7 @@ TEST_CASE("O&M rows: stress code 2 isolates the node, 3/4 fault the rank, "
     om_up_to_worker(m, stress_on("n0", {1}, m.spec));
     m.deliver();
     flow_input t;
-    t.name = "receiveTimeout";
+    t.name = ev::receive_timeout;
     m.feed(t);
     CHECK(m.rec.state == st::notify_stop_train);
     CHECK(m.rec.om_last_message == "stress test failed, report stress test timeout");
@@ -766,8 +767,8 @@ TEST_CASE("O&M rows: stress code 2 isolates the node, 3/4 fault the rank, "
     m.deliver();
     auto deadline = m.rec.deadline_ms;
     flow_input in;
-    in.name = "receiveReport";
-    in.report_kind = "status";
+    in.name = ev::receive_report;
+    in.kind = report_kind::status;
     in.report.code = 0;
     auto s = m.raw(in);
     REQUIRE_FALSE(s);
@@ -816,13 +817,13 @@ TEST_CASE("fault center: while a stress test runs, its provoked codes on the "
   REQUIRE(m.rec.state == st::wait_stress_test_finished);
   std::vector<device_fault> provoked = {{"n1", "2", {"80818C05"}, "L3"}};
   auto [name, fresh] = fault_center_input(m.rec, m.spec, m.init, {}, provoked);
-  CHECK(name.empty());
+  CHECK(name == ev::none);
   std::vector<device_fault> elsewhere = {{"n0", "2", {"80818C05"}, "L3"}};
   auto [name2, fresh2] = fault_center_input(m.rec, m.spec, m.init, {}, elsewhere);
-  CHECK(name2 == "faultAbsorbed");
+  CHECK(name2 == ev::fault_absorbed);
   std::vector<device_fault> real = {{"n1", "2", {"80818C06", "80C98009"}, "L3"}};
   auto [name3, fresh3] = fault_center_input(m.rec, m.spec, m.init, {}, real);
-  CHECK(name3 == "faultAbsorbed");
+  CHECK(name3 == ev::fault_absorbed);
   REQUIRE(fresh3.size() == 1);
   CHECK(fresh3[0].rank_id == "10");
 }
@@ -830,8 +831,8 @@ TEST_CASE("fault center: while a stress test runs, its provoked codes on the "
 TEST_CASE("O&M rows: every wait of a switch and a stress test has a deadline, "
           "and its expiry ends the operation with a final operator message") {
   struct expiry {
-    const char* state;
-    const char* then;
+    flow_state state;
+    flow_state then;
     const char* message;
   };
   // Each operator-action state, in flow order, with where its deadline leads.
@@ -867,7 +868,7 @@ TEST_CASE("O&M rows: every wait of a switch and a stress test has a deadline, "
       if (stress) {
         start = stress_on("n1", {0}, m.spec);
       } else {
-        start.name = "startSwitchNic";
+        start.name = ev::start_switch_nic;
         start.switch_ranks = {"11"};
         start.switch_ops = {true};
       }
@@ -877,9 +878,9 @@ TEST_CASE("O&M rows: every wait of a switch and a stress test has a deadline, "
         if (m.rec.outbox)
           m.deliver();
         else if (m.rec.state == st::wait_pause_complete)
-          m.report("stop");
+          m.report(report_kind::stop);
         else if (m.rec.state == st::wait_switch_nic_finished)
-          m.report("switch");
+          m.report(report_kind::switch_nic);
         else if (m.rec.state == st::wait_stress_test_finished)
           stress_result(m, {{"9", {{"0", {"0", ""}}}}});
       }

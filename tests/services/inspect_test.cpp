@@ -17,7 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/error.hpp"
-#include "actors/recovery.hpp"
+#include "actors/model/recovery.hpp"
 #include "agent.hpp"
 #include "fixtures/flow_fixture.hpp"
 #include "fixtures/temp_dir.hpp"
@@ -223,27 +223,27 @@ TEST_CASE("inspect: a recovery through Inspect and HTTP: incidents with "
   auto stop = agent.next_signal(5s);
   REQUIRE(stop);
   CHECK(stop->signaltype() == "stopTrain");
-  fx.wait_state("job", st::wait_stop_complete);
+  fx.wait_state("job", to_string(st::wait_stop_complete));
   *fx.now += 100;
   CHECK(agent.report_stop_complete(0).code() == 0);
   auto global = agent.next_signal(5s);
   REQUIRE(global);
   CHECK(global->signaltype() == "globalFault");
-  fx.wait_state("job", st::wait_recover_strategy);
+  fx.wait_state("job", to_string(st::wait_recover_strategy));
   auto mid = fx.get("job");
   CHECK(mid.waitingfor() == "strategy");
   REQUIRE(mid.has_activeflow());
   CHECK(mid.activeflow().active());
   CHECK(mid.activeflow().phases_size() == 2);
   CHECK(fx.metrics().find("\nrecoverd_active_flows{kind=\"recovery\",state=\""
-                          + std::string{st::wait_recover_strategy} + "\"} 1")
+                          + std::string{to_string(st::wait_recover_strategy)} + "\"} 1")
         != std::string::npos);
   *fx.now += 200;
   CHECK(agent.report_recover_strategy({"recover", "dump"}).code() == 0);
   auto change = agent.next_signal(5s);
   REQUIRE(change);
   CHECK(change->changestrategy() == "recover");
-  fx.wait_state("job", st::wait_process_recover_status);
+  fx.wait_state("job", to_string(st::wait_process_recover_status));
   *fx.now += 300;
   CHECK(agent.report_recover_status(0, "recover").code() == 0);
   fx.wait_state("job", "INIT");
@@ -258,7 +258,7 @@ TEST_CASE("inspect: a recovery through Inspect and HTTP: incidents with "
                 diff(at.state(), mid.state()));
   CHECK(at.event().seq() == mid.seq());
   REQUIRE(at.has_activeflow());
-  CHECK(at.activeflow().state() == st::wait_recover_strategy);
+  CHECK(at.activeflow().state() == to_string(st::wait_recover_strategy));
   pi::JobAt at_time;
   REQUIRE(fx.at("job", {}, t0 + 100, at_time).ok());
   CHECK(at_time.seq() == mid.seq());

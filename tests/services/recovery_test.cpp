@@ -10,7 +10,8 @@
 #include <grpcpp/grpcpp.h>
 
 #include "actors/error.hpp"
-#include "actors/recovery.hpp"
+#include "actors/model/reset_document.hpp"
+#include "actors/model/recovery.hpp"
 #include "agent.hpp"
 #include "fixtures/flow_fixture.hpp"
 #include "fixtures/temp_dir.hpp"
@@ -68,8 +69,8 @@ TEST_CASE("B11/B13/B15/B17: fault -> stop -> global fault -> recover -> "
       if (f->delivered)
         delivered.push_back(f->delivered->signal_type + ":"
                             + f->delivered->change_strategy);
-      if (f->input == "receiveReport")
-        reports.push_back(f->report_kind);
+      if (f->input == ev::receive_report)
+        reports.push_back(to_string(f->kind));
     }
   }
   CHECK(delivered

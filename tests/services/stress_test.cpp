@@ -7,7 +7,7 @@
 #include <map>
 #include <thread>
 
-#include "actors/job_model.hpp"
+#include "actors/model/job_model.hpp"
 #include "fixtures/flow_fixture.hpp"
 #include "storage/event_codec.hpp"
 #include "storage/event_log.hpp"
@@ -328,20 +328,20 @@ TEST_CASE("B38: result code 2 isolates the node: node health recorded, the "
     const auto* f = std::get_if<flow_stepped>(&ev->body);
     if (f == nullptr)
       continue;
-    if (f->input == "startStressTest") {
+    if (f->input == ev::start_stress_test) {
       started = true;
       CHECK(f->who.rfind("ipv", 0) == 0);
       CHECK(f->stress_params.size() == 8);
       CHECK(ev->time_ms > 0);
     }
-    if (f->report_kind == "stress") {
+    if (f->kind == report_kind::stress) {
       result_kept = true;
       CHECK(f->stress_result.at("9").at("0").code == "2");
       REQUIRE(f->om_messages.size() == 1);
       CHECK(f->om_final);
       CHECK(f->after.unhealthy_nodes.count("node-1") == 1);
     }
-    if (f->input == "nodeHealthCleared") {
+    if (f->input == ev::node_health_cleared) {
       clearing = true;
       CHECK(f->node == "node-1");
       CHECK(f->who.rfind("ipv", 0) == 0);

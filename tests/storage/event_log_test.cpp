@@ -4,7 +4,7 @@
 #include <fstream>
 
 #include "actors/error.hpp"
-#include "actors/job_model.hpp"
+#include "actors/model/job_model.hpp"
 #include "fixtures/jobs.hpp"
 #include "fixtures/temp_dir.hpp"
 #include "storage/encoding.hpp"
@@ -235,16 +235,16 @@ TEST_CASE("snapshots round-trip the whole state") {
          {5, 14, device_faults_reported{"SubHealthy", {{"n1", "2", {"X"}, ""}}}},
        })
     m = apply(m, ev);
-  m.rec.state = "WaitReportRecoverStrategyState";
+  m.rec.state = st::wait_recover_strategy;
   m.rec.uuid = "U-1";
-  m.rec.faults = {{"8", "1"}, {"3", "0"}};
+  m.rec.faults = {{"8", fault_type::normal}, {"3", fault_type::uce}};
   m.rec.fault_pods = {1};
   m.rec.decided = {"retry"};
   m.rec.results = {{405, "retry", {"9"}}};
   m.rec.outbox = process_signal{"U-1", "j1", "globalFault", {"on_global_rank"},
                                 {{"8", "1"}}, "", 33, {"1"}, ""};
   m.rec.deadline_ms = 123;
-  m.rec.deadline_event = "receiveTimeout";
+  m.rec.deadline_event = ev::receive_timeout;
   m.rec.origin_uids = {{1, "uid"}};
   m.rec.in_place_pods = {1};
   m.rec.platform_round = true;
@@ -260,7 +260,7 @@ TEST_CASE("snapshots round-trip the whole state") {
   REQUIRE(back->rec.outbox.has_value());
   CHECK(back->rec.outbox->timeout == 33);
   CHECK(back->rec.deadline_ms == 123);
-  CHECK(back->rec.deadline_event == "receiveTimeout");
+  CHECK(back->rec.deadline_event == ev::receive_timeout);
   CHECK(back->rec.origin_uids.at(1) == "uid");
   CHECK(back->rec.in_place_pods == m.rec.in_place_pods);
   CHECK(back->rec.platform_round);
@@ -588,13 +588,13 @@ TEST_CASE("a purge removes a deleted job's events, index entries and "
 
 TEST_CASE("applying a moved event gives the same state as applying a copy") {
   recovery after;
-  after.state = "WaitReportStopCompleteState";
+  after.state = st::wait_stop_complete;
   after.uuid = "U-7";
-  after.faults = {{"3", "1"}};
+  after.faults = {{"3", fault_type::normal}};
   after.reset_json = std::string(300, 'r');
   flow_step step;
-  step.input = "faultOccur";
-  step.path = {"INIT", after.state};
+  step.input = ev::fault_occur;
+  step.path = {st::init, after.state};
   step.after = after;
   step.annotations = {{"ProcessRecoverStatus", "recovering"}};
   auto spec = test::make_job("j", 3, 4);

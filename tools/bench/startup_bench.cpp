@@ -43,7 +43,7 @@
 #include <rocksdb/db.h>
 
 #include "actors/error.hpp"
-#include "actors/job_model.hpp"
+#include "actors/model/job_model.hpp"
 #include "actors/log.hpp"
 #include "services/app.hpp"
 #include "storage/event_codec.hpp"
@@ -167,7 +167,7 @@ private:
       return;
     auto d = decide(model_, cmd);
     if (!d)
-      die("job " + spec_.job_id + ": " + message_of(d.error()));
+      die("job " + spec_.job_id + ": " + d.error().message());
     for (auto& body : d->events) {
       if (full())
         return;
@@ -207,11 +207,11 @@ private:
     }
   }
 
-  void report(const std::string& kind, std::vector<std::string> strategies,
+  void report(report_kind kind, std::vector<std::string> strategies,
               const std::string& strategy = "") {
     flow_input in;
-    in.name = "receiveReport";
-    in.report_kind = kind;
+    in.name = ev::receive_report;
+    in.kind = kind;
     in.strategies = std::move(strategies);
     in.report.strategy = strategy;
     flow(std::move(in));
@@ -222,16 +222,17 @@ private:
   // recover, success.
   void recovery_flow(int round) {
     flow_input fault;
-    fault.name = "faultOccur";
+    fault.name = ev::fault_occur;
     auto ranks = spec_.pods.size() * 8;
     fault.faults = {{std::to_string(static_cast<size_t>(round) % ranks), "1"}};
     flow(std::move(fault));
     settle();
-    report("stop", {});
-    report("strategy", {"recover", "dump"});
-    report("status", {}, "recover");
+    report(report_kind::stop, {});
+    report(report_kind::strategy, {"recover", "dump"});
+    report(report_kind::status, {}, "recover");
     if (model_.rec.state != st::init)
-      die("job " + spec_.job_id + ": flow ended in " + model_.rec.state);
+      die("job " + spec_.job_id + ": flow ended in "
+          + to_string(model_.rec.state));
   }
 
   job_spec spec_;

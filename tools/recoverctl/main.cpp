@@ -27,7 +27,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "actors/error.hpp"
-#include "actors/incidents.hpp"
+#include "actors/model/incidents.hpp"
 #include "inspect.grpc.pb.h"
 #include "platform.grpc.pb.h"
 #include "recover.grpc.pb.h"

@@ -1,16 +1,24 @@
-#include "actors/incidents.hpp"
+#include "actors/model/incidents.hpp"
 
 #include <algorithm>
 #include <cctype>
 
-#include "actors/overload.hpp"
+#include "actors/model/overload.hpp"
 
 namespace recoverd {
 
 namespace {
 
-bool is_idle(const std::string& state) {
-  return state == idle_state;
+bool is_idle(flow_state state) {
+  return state == st::init;
+}
+
+const char* text_of(const std::string& x) {
+  return x.c_str();
+}
+
+const char* text_of(flow_state x) {
+  return to_string(x);
 }
 
 template <class Xs>
@@ -19,7 +27,7 @@ std::string join(const Xs& xs, const char* sep) {
   for (const auto& x : xs) {
     if (!result.empty())
       result += sep;
-    result += x;
+    result += text_of(x);
   }
   return result;
 }
@@ -46,11 +54,12 @@ int32_t ranks_of(const job_spec& spec) {
 }
 
 std::string describe_step(const flow_stepped& x) {
-  std::string result = x.input;
+  std::string result = to_string(x.input);
   // "process" only marks a ReportProcessFault; its faults follow below.
-  if (!x.report_kind.empty() && x.report_kind != "process") {
-    result += " " + x.report_kind;
-    if (x.report_kind != "strategy")
+  if (x.kind != report_kind::none && x.kind != report_kind::process) {
+    result += " ";
+    result += to_string(x.kind);
+    if (x.kind != report_kind::strategy)
       result += " (code " + std::to_string(x.report.code)
                 + (x.report.strategy.empty() ? "" : " " + x.report.strategy)
                 + ")";
@@ -59,7 +68,7 @@ std::string describe_step(const flow_stepped& x) {
   if (x.path.size() > 1)
     result += join(x.path, " -> ");
   else if (!x.path.empty())
-    result += "stays in " + x.path.front();
+    result += std::string{"stays in "} + to_string(x.path.front());
   if (!x.faults.empty())
     result += "; faults " + fault_list(x.faults);
   if (!x.strategies.empty())
@@ -95,15 +104,15 @@ const incident_phase* incident::phase(const std::string& name) const {
 }
 
 std::string flow_kind(const flow_stepped& x) {
-  if (x.input == "startSwitchNic")
+  if (x.input == ev::start_switch_nic)
     return "switch";
-  std::string lower = x.input;
+  std::string lower = to_string(x.input);
   std::transform(lower.begin(), lower.end(), lower.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   if (lower.find("stress") != std::string::npos)
     return "stress";
-  if (!x.after.om_kind.empty())
-    return x.after.om_kind;
+  if (x.after.om != om_kind::none)
+    return to_string(x.after.om);
   return "recovery";
 }
 
@@ -140,7 +149,7 @@ void job_history::update(const event& ev, const flow_stepped& x,
   ++i.steps;
   i.last_seq = ev.seq;
   i.last_time_ms = ev.time_ms;
-  i.state = x.after.state;
+  i.state = to_string(x.after.state);
   if (i.uuid.empty())
     i.uuid = x.after.uuid;
   auto add_rank = [&](const std::string& rank) {
@@ -170,11 +179,11 @@ void job_history::update(const event& ev, const flow_stepped& x,
     i.strategy = i.strategies.back();
     reach(ev, "strategy_decided");
   }
-  if (x.input == "receiveReport" && x.report_kind == "stop")
+  if (x.input == ev::receive_report && x.kind == report_kind::stop)
     reach(ev, "stop_acknowledged");
-  if (x.input == "receiveReport" && x.report_kind == "switch")
+  if (x.input == ev::receive_report && x.kind == report_kind::switch_nic)
     reach(ev, "switch_reported");
-  if (x.input == "receiveReport" && x.report_kind == "stress")
+  if (x.input == ev::receive_report && x.kind == report_kind::stress)
     reach(ev, "stress_reported");
 }
 

@@ -14,7 +14,7 @@
 #include <tuple>
 #include <vector>
 
-#include "actors/job_model.hpp"
+#include "actors/model/job_model.hpp"
 
 namespace recoverd {
 

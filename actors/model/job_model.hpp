@@ -9,10 +9,12 @@
 #include <variant>
 #include <vector>
 
-#include <caf/expected.hpp>
+#include "actors/model/error.hpp"
 
-#include "actors/recovery.hpp"
-#include "actors/types.hpp"
+#include "actors/model/fault_center.hpp"
+#include "actors/model/recovery.hpp"
+#include "actors/model/topology.hpp"
+#include "actors/model/types.hpp"
 
 namespace recoverd {
 
@@ -53,6 +55,9 @@ struct job_model {
   std::vector<device_fault> device_faults;
   uint64_t subscriber_generation = 0; ///< Subscriptions so far.
   uint64_t seq = 0;                   ///< Sequence number of the last event.
+  /// Where each rank lives; rebuilt from `spec` by every job_put (derived,
+  /// never stored). May be null (a model built by hand): users index then.
+  rank_index_ptr ranks;
 };
 
 /// A job as start-up rebuilt it from the log.
@@ -145,16 +150,16 @@ struct decision {
 
 /// Decides what `cmd` causes in `state`. Pure. An error means the input is
 /// rejected and nothing changes.
-caf::expected<decision> decide(const job_model& state, const command& cmd);
+expected<decision> decide(const job_model& state, const command& cmd);
 
 // -- validation and derived values -------------------------------------------
 
 /// Checks a job spec as a whole; the error message names the offending field
 /// in proto3 JSON spelling (e.g. `pods[1].devices[0].rankId`).
-caf::error validate(const job_spec& spec);
+failure validate(const job_spec& spec);
 
 /// Checks a job id: non-empty, at most 256 bytes, no control characters.
-caf::error validate_job_id(const std::string& job_id);
+failure validate_job_id(const std::string& job_id);
 
 /// The strategies recoverd may use for `spec`, in priority order
 /// (reference §0): configured ones filtered to the known names, plus

@@ -1,4 +1,4 @@
-#include "actors/job_model.hpp"
+#include "actors/model/job_model.hpp"
 
 #include <algorithm>
 #include <array>
@@ -6,8 +6,8 @@
 #include <set>
 #include <utility>
 
-#include "actors/error.hpp"
-#include "actors/overload.hpp"
+#include "actors/model/error.hpp"
+#include "actors/model/overload.hpp"
 
 namespace recoverd {
 
@@ -34,8 +34,8 @@ bool is_decimal(const std::string& x) {
                         [](char c) { return c >= '0' && c <= '9'; });
 }
 
-caf::error bad(std::string field, std::string what) {
-  return make_error(errc::invalid_argument, field + ": " + what);
+failure bad(std::string field, std::string what) {
+  return fail(errc::invalid_argument, field + ": " + what);
 }
 
 std::string quoted(const std::string& x) {
@@ -99,6 +99,7 @@ job_model apply(job_model state, const event& ev) {
         }
         state.exists = true;
         state.spec = x.spec;
+        state.ranks = make_rank_index(state.spec);
       },
       [&](const job_deleted&) {
         // The id and the subscription counter outlive a deletion, so a
@@ -160,8 +161,10 @@ job_model apply(job_model state, event&& ev) {
   state = apply(std::move(state), std::as_const(ev));
   if (after)
     state.rec = std::move(*after);
-  if (spec)
+  if (spec) {
     state.spec = std::move(*spec);
+    state.ranks = make_rank_index(state.spec);
+  }
   return state;
 }
 
@@ -173,7 +176,7 @@ job_model fold(job_model state, const std::vector<event>& evs) {
 
 // -- validation ---------------------------------------------------------------
 
-caf::error validate_job_id(const std::string& job_id) {
+failure validate_job_id(const std::string& job_id) {
   if (job_id.empty())
     return bad("jobId", "must not be empty");
   if (job_id.size() > 256)
@@ -181,10 +184,10 @@ caf::error validate_job_id(const std::string& job_id) {
   for (auto c : job_id)
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
       return bad("jobId", "contains a control character");
-  return caf::none;
+  return failure{};
 }
 
-caf::error validate(const job_spec& spec) {
+failure validate(const job_spec& spec) {
   if (auto err = validate_job_id(spec.job_id))
     return err;
   if (!spec.framework.empty() && spec.framework != "pytorch"
@@ -254,7 +257,7 @@ caf::error validate(const job_spec& spec) {
                                          + it->second);
     }
   }
-  return caf::none;
+  return failure{};
 }
 
 std::vector<std::string> effective_strategies(const job_spec& spec) {
@@ -291,7 +294,7 @@ init_config make_init_config(const job_spec& spec) {
 
 namespace {
 
-caf::expected<decision> decide_put(const job_model& state, const put_cmd& cmd) {
+expected<decision> decide_put(const job_model& state, const put_cmd& cmd) {
   if (auto err = validate(cmd.spec))
     return err;
   if (state.exists && cmd.spec.job_id != state.spec.job_id)
@@ -304,7 +307,7 @@ caf::expected<decision> decide_put(const job_model& state, const put_cmd& cmd) {
   return decision{{std::move(ev)}, {}};
 }
 
-caf::expected<decision> decide_annotate(const job_model& state,
+expected<decision> decide_annotate(const job_model& state,
                                         const annotate_cmd& cmd) {
   for (const auto& [key, value] : cmd.set)
     if (key.empty())
@@ -331,7 +334,7 @@ caf::expected<decision> decide_annotate(const job_model& state,
   return result;
 }
 
-caf::expected<decision> decide_faults(const job_model& state,
+expected<decision> decide_faults(const job_model& state,
                                       const faults_cmd& cmd) {
   const auto& x = cmd.faults;
   const auto& hs = x.health_state;
@@ -356,7 +359,7 @@ caf::expected<decision> decide_faults(const job_model& state,
   return result;
 }
 
-caf::expected<decision> decide_init(const job_model& state,
+expected<decision> decide_init(const job_model& state,
                                     const init_cmd& cmd) {
   const auto& id = cmd.client.job_id;
   if (state.inited)
@@ -371,7 +374,7 @@ caf::expected<decision> decide_init(const job_model& state,
                   {0, "job(uid=" + id + ") init success"}};
 }
 
-caf::expected<decision> decide_register(const job_model& state,
+expected<decision> decide_register(const job_model& state,
                                         const register_cmd& cmd) {
   if (state.registered)
     return decision{{}, {0, "register success"}};
@@ -384,10 +387,10 @@ caf::expected<decision> decide_register(const job_model& state,
   return decision{{job_registered{cmd.client.role}}, {0, "register success"}};
 }
 
-caf::expected<decision> decide_subscribe(const job_model& state,
+expected<decision> decide_subscribe(const job_model& state,
                                          const subscribe_cmd& cmd) {
   if (!state.registered)
-    return make_error(errc::not_registered,
+    return fail(errc::not_registered,
                       "jobId=" + cmd.client.job_id + " not registed");
   decision result;
   if (cmd.live_generation != 0)
@@ -400,11 +403,11 @@ caf::expected<decision> decide_subscribe(const job_model& state,
 
 } // namespace
 
-caf::expected<decision> decide(const job_model& state, const command& cmd) {
+expected<decision> decide(const job_model& state, const command& cmd) {
   return std::visit(
     overload{
       [&](const put_cmd& x) { return decide_put(state, x); },
-      [&](const delete_cmd& x) -> caf::expected<decision> {
+      [&](const delete_cmd& x) -> expected<decision> {
         decision result;
         if (x.live_generation != 0)
           result.events.emplace_back(
@@ -417,12 +420,12 @@ caf::expected<decision> decide(const job_model& state, const command& cmd) {
       [&](const init_cmd& x) { return decide_init(state, x); },
       [&](const register_cmd& x) { return decide_register(state, x); },
       [&](const subscribe_cmd& x) { return decide_subscribe(state, x); },
-      [&](const flow_cmd& x) -> caf::expected<decision> {
+      [&](const flow_cmd& x) -> expected<decision> {
         if (!state.registered)
-          return make_error(errc::not_registered,
+          return fail(errc::not_registered,
                             "jobId=" + state.spec.job_id + " not registed");
         auto s = step(state.rec, state.spec, state.init, x.in, x.waits,
-                      state.device_faults);
+                      state.device_faults, state.ranks.get());
         if (!s)
           return s.error();
         decision result;
@@ -432,12 +435,13 @@ caf::expected<decision> decide(const job_model& state, const command& cmd) {
             || !s->annotations.empty() || !s->removed_annotations.empty()
             || s->delivered || !s->om_messages.empty()
             || s->after.platform_round != state.rec.platform_round
-            || x.in.name == "faultAbsorbed" || x.in.name == "nodeHealthCleared"
+            || x.in.name == ev::fault_absorbed
+            || x.in.name == ev::node_health_cleared
             || s->after.deadline_ms != state.rec.deadline_ms)
           result.events.emplace_back(std::move(*s));
         return result;
       },
-      [&](const detach_cmd& x) -> caf::expected<decision> {
+      [&](const detach_cmd& x) -> expected<decision> {
         decision result;
         if (x.generation != 0 && x.generation == x.live_generation)
           result.events.emplace_back(
@@ -456,7 +460,7 @@ job_status to_status(const job_model& state, bool subscribed) {
   result.inited = state.inited;
   result.registered = state.registered;
   result.subscribed = subscribed;
-  result.recovery_state = state.rec.state;
+  result.recovery_state = to_string(state.rec.state);
   result.process_recover_label = state.rec.label;
   result.last_seq = state.seq;
   result.created_at_ms = state.created_at_ms;
@@ -478,7 +482,7 @@ job_summary to_summary(const job_model& state, bool subscribed) {
   result.ns = state.spec.ns;
   result.registered = state.registered;
   result.subscribed = subscribed;
-  result.recovery_state = state.rec.state;
+  result.recovery_state = to_string(state.rec.state);
   result.pods = static_cast<int32_t>(state.spec.pods.size());
   for (const auto& p : state.spec.pods)
     result.ranks += static_cast<int32_t>(p.devices.size());

@@ -1,11 +1,13 @@
 #pragma once
 
-/// The process-level recovery state machine of reference §5, as a readable
-/// transition table of (state, event) -> (next state, entry action). Pure:
-/// `step` takes the job's state, one input and the configured waits, and
-/// returns the machine's new sub-state plus what it wants written, without
-/// any I/O. Waits become absolute deadlines in the state; signals to the agent
-/// become an outbox in the state; the job actor performs both.
+/// A job's machine: process-level recovery (reference §5), DP scale-in/out,
+/// link switch (§8) and stress test (§9), one table of (state, event) ->
+/// (next state, entry action) whose rows live in `actors/model/machines/`,
+/// one file per machine. Pure: `step` takes the job's state, one input and
+/// the configured waits, and returns the machine's new sub-state plus what it
+/// wants written, without any I/O. Waits become absolute deadlines in the
+/// state; signals to the agent become an outbox in the state; the job actor
+/// performs both.
 
 #include <cstdint>
 #include <map>
@@ -14,10 +16,11 @@
 #include <string>
 #include <vector>
 
-#include <caf/expected.hpp>
-
-#include "actors/config.hpp"
-#include "actors/types.hpp"
+#include "actors/model/error.hpp"
+#include "actors/model/timeouts.hpp"
+#include "actors/model/topology.hpp"
+#include "actors/model/types.hpp"
+#include "actors/model/vocabulary.hpp"
 
 namespace recoverd {
 
@@ -30,12 +33,13 @@ struct recover_report {
 
 /// The recovery machine's part of a job's state.
 struct recovery {
-  /// Reference state name; "INIT" when idle.
-  std::string state = "INIT";
+  /// The machine's state; `init` when idle.
+  flow_state state = flow_state::init;
   /// The flow's uuid; empty when idle.
   std::string uuid;
-  /// Fault caches: global rank -> type ("1" normal; "0"/"2" retry faults).
-  std::map<std::string, std::string> faults;
+  /// Fault caches: global rank -> type (normal; uce / network are retry
+  /// faults).
+  std::map<std::string, fault_type> faults;
   /// Pod ranks holding faults.
   std::set<int32_t> fault_pods;
   /// Strategies the agent reported for this flow.
@@ -49,7 +53,7 @@ struct recovery {
   /// Absolute deadline of the current wait (Unix ms); 0 when none.
   int64_t deadline_ms = 0;
   /// The event the machine receives at the deadline.
-  std::string deadline_event;
+  flow_event deadline_event = flow_event::none;
   /// The reference's PodGroup label `process-recover-enable`.
   std::string label;
   /// The reset document's retry counter (reference §13 RetryTime).
@@ -82,8 +86,8 @@ struct recovery {
   bool restart_in_place = false;
   /// The recover-in-place check (reference §5.4 step 3) has run.
   bool in_place_checked = false;
-  /// The running operator action: "", "switch" or "stress".
-  std::string om_kind;
+  /// The running operator action.
+  om_kind om = om_kind::none;
   /// Who asked for it (the operator's peer).
   std::string om_operator;
   /// Link switch: global ranks and their operations (true = to backup).
@@ -93,7 +97,7 @@ struct recovery {
   std::string om_last_message;
   bool om_done = false;
   /// The kind of operator action `om_last_message` belongs to.
-  std::string om_last_kind;
+  om_kind om_last_kind = om_kind::none;
   /// Stress test: global rank -> operations to run.
   stress_ops_map stress_params;
   /// Stress test: a fault was reported while it ran (reference §9.2 406),
@@ -108,9 +112,9 @@ struct recovery {
 
 /// An input of the machine.
 struct flow_input {
-  /// Event name of reference §5.2 (faultOccur, receiveReport, notifySuccess,
-  /// notifyFail, receiveTimeout, ...), or "faultAbsorbed" / "jobChanged".
-  std::string name;
+  /// The event (reference §5.2: faultOccur, receiveReport, notifySuccess,
+  /// ..., or an input that is not a row: faultAbsorbed, jobChanged, ...).
+  flow_event name = flow_event::none;
   /// When the input was decided (Unix ms).
   int64_t now_ms = 0;
   /// A uuid to use if the step starts a new flow or signal.
@@ -121,8 +125,8 @@ struct flow_input {
   std::vector<std::string> strategies;
   /// receiveReport of ReportStopComplete / ReportRecoverStatus.
   recover_report report;
-  /// Which RPC a receiveReport came from: "stop", "strategy", "status".
-  std::string report_kind;
+  /// Which RPC a report came from.
+  report_kind kind = report_kind::none;
   /// notify results: the signal that was delivered.
   std::optional<process_signal> delivered;
   /// startSwitchNic: the ranks, their operations, and who asked.
@@ -139,10 +143,10 @@ struct flow_input {
 
 /// What one step produced.
 struct flow_step {
-  /// The input's name.
-  std::string input;
+  /// The input's event.
+  flow_event input = flow_event::none;
   /// States entered, in order (the first is the state before the step).
-  std::vector<std::string> path;
+  std::vector<flow_state> path;
   /// The machine's state after the step.
   recovery after;
   /// Annotations recoverd writes (e.g. ProcessRecoverStatus).
@@ -170,49 +174,8 @@ struct flow_step {
   std::vector<fault_rank> faults;
   std::vector<std::string> strategies;
   recover_report report;
-  std::string report_kind;
+  report_kind kind = report_kind::none;
 };
-
-/// Names of the reference's states used here.
-namespace st {
-constexpr const char* init = "INIT";
-constexpr const char* notify_wait_fault_flushing = "NotifyWaitFaultFlushingState";
-constexpr const char* notify_stop_train = "NotifyStopTrainState";
-constexpr const char* wait_stop_complete = "WaitReportStopCompleteState";
-constexpr const char* wait_fault_flush_finished = "WaitFaultFlushFinishedState";
-constexpr const char* notify_global_fault = "NotifyGlobalFaultState";
-constexpr const char* wait_recover_strategy = "WaitReportRecoverStrategyState";
-constexpr const char* notify_decided_strategy = "NotifyDecidedStrategyState";
-constexpr const char* wait_step_retry_status = "WaitReportStepRetryStatusState";
-constexpr const char* wait_process_recover_status
-  = "WaitReportProcessRecoverStatusState";
-constexpr const char* wait_dump_status = "WaitReportDumpStatusState";
-constexpr const char* check_recover_result = "CheckRecoverResultState";
-constexpr const char* kill_pod_for_unrecoverable_retry
-  = "KillPodForUnrecoverableRetryState";
-constexpr const char* listen_schedule_result = "ListenScheduleResultState";
-constexpr const char* notify_restart_all_process = "NotifyRestartAllProcessState";
-constexpr const char* wait_restart_all_process = "WaitRestartAllProcessState";
-constexpr const char* fault_clear = "FaultClearState";
-constexpr const char* fault_retry = "FaultRetryState";
-constexpr const char* notify_kill_job = "NotifyKillJobState";
-constexpr const char* notify_dump = "NotifyDumpState";
-constexpr const char* notify_scale_in = "NotifyScaleInStrategyState";
-constexpr const char* wait_scale_in_isolate = "WaitReportScaleInIsolateRanksState";
-constexpr const char* check_scale_in_isolate
-  = "CheckReportScaleInIsolateRanksState";
-constexpr const char* wait_scale_in_status = "WaitReportScaleInStatusState";
-constexpr const char* scale_running = "ScaleRunningState";
-constexpr const char* wait_scale_out_status = "WaitReportScaleOutStatusState";
-constexpr const char* notify_pause_train = "NotifyPauseTrainState";
-constexpr const char* wait_pause_complete = "WaitReportPauseCompleteState";
-constexpr const char* notify_switch_nic = "NotifySwitchNicState";
-constexpr const char* wait_switch_nic_finished = "WaitSwitchNicFinishedState";
-constexpr const char* notify_continue_train = "NotifyContinueTrainState";
-constexpr const char* wait_continue_train = "WaitContinueTrainState";
-constexpr const char* notify_stress_test = "NotifyStressTestState";
-constexpr const char* wait_stress_test_finished = "WaitStressTestFinishedState";
-} // namespace st
 
 /// One requested link operation: a device of a node, to backup (true) or
 /// back (false).
@@ -240,14 +203,15 @@ biz_status validate_stress(const recovery& current, const job_spec& spec,
 
 /// Checks a ReplyStressTestResult: every rank belongs to the job and every
 /// code is "0".."4". Fails with invalid_argument naming the bad field.
-caf::error validate_stress_results(const job_spec& spec,
-                                   const stress_results& results);
+failure validate_stress_results(const job_spec& spec,
+                                const stress_results& results,
+                                const rank_index* ranks = nullptr);
 
 /// One row of the transition table.
 struct transition {
-  const char* from;
-  const char* event;
-  const char* to;
+  flow_state from;
+  flow_event event;
+  flow_state to;
 };
 
 /// The transition table, in reference order (R1..R46), for documentation and
@@ -260,52 +224,17 @@ const std::vector<transition>& transitions();
 /// @param init The configuration captured at Init.
 /// @param device_faults The fault center's current view of the job (for
 ///        recover-in-place: a pod with a device fault cannot restart in place).
-[[nodiscard]] caf::expected<flow_step>
+/// @param ranks The job's rank index; built from `spec` when null.
+[[nodiscard]] expected<flow_step>
 step(const recovery& current, const job_spec& spec, const init_config& init,
      const flow_input& in, const timeouts& waits,
-     const std::vector<device_fault>& device_faults = {});
+     const std::vector<device_fault>& device_faults = {},
+     const rank_index* ranks = nullptr);
 
-/// What a ReportProcessFault with `faults` is for the machine: "faultOccur"
-/// (starts a flow), "faultAbsorbed" (joins the running flow) or "preExit"
-/// (retry faults of a job without step retry: tell the agent, start
-/// nothing). Fails on an unknown rank or fault type, naming the field.
-[[nodiscard]] caf::expected<std::string>
-classify_process_fault(const recovery& current, const job_spec& spec,
-                       const init_config& init,
-                       const std::vector<fault_rank>& faults);
+/// The event a delivered signal produces (reference §2.4), or `none`.
+flow_event send_result_event(const process_signal& sig);
 
-/// The fault-center path (reference §4.1): the faults of `after` that were
-/// not in `before` (a fault that persists is not raised again; one that
-/// clears and returns is), as ranks with wire types ("0" for 80E01801 and
-/// "2" for 8C1F860B when step retry is allowed, "1" otherwise), and what the
-/// machine does with them: "faultOccur", "faultAbsorbed", "preExit", or ""
-/// when nothing is new.
-/// A SubHealthy job's faults are handled only when its sub-health strategy
-/// is graceExit and the job is dump-only (reference §4.1 step 2, hot switch
-/// not supported).
-std::pair<std::string, std::vector<fault_rank>>
-fault_center_input(const recovery& current, const job_spec& spec,
-                   const init_config& init,
-                   const std::vector<device_fault>& before,
-                   const std::vector<device_fault>& after,
-                   const std::string& health_state = "UnHealthy");
-
-/// The event a delivered signal produces (reference §2.4), or "" for none.
-std::string send_result_event(const process_signal& sig);
-
-/// The reset document for `op` ("clear", "notifyFaultFlushing", "fault",
-/// "restartAllProcess"): Go's JSON encoding of the reference's struct, byte
-/// for byte. `ranks` are used by "fault".
-std::string reset_document(const std::string& op,
-                           const std::vector<int64_t>& ranks,
-                           int64_t update_time_s, int32_t retry_time,
-                           bool restart_fault_process);
-
-/// Hex SHA-256 of `bytes`.
-std::string sha256_hex(const std::string& bytes);
-
-/// The waiting state's expected report kind ("stop", "strategy", "status"),
-/// or "" when the state waits for no report.
-std::string expected_report(const std::string& state);
+/// The report the waiting state waits for, or `none`.
+report_kind expected_report(flow_state state);
 
 } // namespace recoverd

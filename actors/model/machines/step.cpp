@@ -1,0 +1,244 @@
+// The engine: one input through the table of every machine. The rows live
+// with their machines (recovery.cpp, dp_scale.cpp, operator_pause.cpp,
+// switch_nic.cpp, stress_test.cpp); this file joins them into one lookup
+// and handles the inputs that are not rows (a fault joining a flow, a pod
+// or annotation change re-checking a polled wait, a pre-exit notice).
+
+#include "actors/model/machines/machine.hpp"
+
+#include <array>
+#include <set>
+
+namespace recoverd {
+
+namespace machines {
+
+namespace {
+
+constexpr size_t n_states = static_cast<size_t>(st::wait_stress_test_finished)
+                            + 1;
+constexpr size_t n_events = static_cast<size_t>(ev::pre_exit) + 1;
+
+/// Every row of every machine, in order.
+const std::vector<rule>& all_rules() {
+  static const std::vector<rule> table = [] {
+    std::vector<rule> xs;
+    for (const auto* part : {&recovery_rules(), &dp_scale_rules(),
+                             &operator_pause_rules(), &switch_nic_rules(),
+                             &stress_test_rules()})
+      xs.insert(xs.end(), part->begin(), part->end());
+    return xs;
+  }();
+  return table;
+}
+
+/// (state, event) -> row, built once.
+const rule* find_rule(flow_state state, flow_event event) {
+  using index = std::array<std::array<const rule*, n_events>, n_states>;
+  static const index table = [] {
+    index result{};
+    for (const auto& r : all_rules()) {
+      auto& slot = result[static_cast<size_t>(r.from)]
+                         [static_cast<size_t>(r.event)];
+      if (slot == nullptr) // the first row wins, as in a linear scan
+        slot = &r;
+    }
+    return result;
+  }();
+  return table[static_cast<size_t>(state)][static_cast<size_t>(event)];
+}
+
+// The polled wait a pod change re-checks now, or `none`.
+flow_event job_change_event(flow_state state) {
+  switch (state) {
+    case st::wait_process_recover_status: return ev::reschedule_check;
+    case st::listen_schedule_result: return ev::schedule_check;
+    case st::fault_retry: return ev::fallback_check;
+    case st::scale_running: return ev::scale_check;
+    default: return ev::none;
+  }
+}
+
+// Fault-center path for jobs without step retry (reference §4.1 step 8):
+// tell the agent, no flow starts.
+process_signal pre_exit_signal(const job_spec& spec, const rank_index& ranks,
+                               const flow_input& in) {
+  process_signal sig;
+  sig.uuid = in.fresh_uuid;
+  sig.job_id = spec.job_id;
+  sig.signal_type = "preExitProcess";
+  sig.actions = {"pre exit process"};
+  std::set<int32_t> pods;
+  for (const auto& f : in.faults) {
+    sig.fault_ranks.push_back({f.rank_id, "1"});
+    if (const auto* place = ranks.find(f.rank_id))
+      pods.insert(place->pod_rank);
+  }
+  for (auto p : pods)
+    sig.node_rank_ids.push_back(std::to_string(p));
+  return sig;
+}
+
+} // namespace
+
+} // namespace machines
+
+using namespace machines;
+
+const std::vector<transition>& transitions() {
+  static const std::vector<transition> result = [] {
+    std::vector<transition> xs;
+    for (const auto& r : all_rules())
+      xs.push_back({r.from, r.event, r.to});
+    return xs;
+  }();
+  return result;
+}
+
+expected<flow_step> step(const recovery& current, const job_spec& spec,
+                         const init_config& init, const flow_input& in,
+                         const timeouts& waits,
+                         const std::vector<device_fault>& device_faults,
+                         const rank_index* ranks) {
+  rank_index local;
+  if (ranks == nullptr) {
+    local = rank_index{spec};
+    ranks = &local;
+  }
+  flow_step out;
+  out.input = in.name;
+  out.faults = in.faults;
+  out.strategies = in.strategies;
+  out.report = in.report;
+  out.kind = in.kind;
+  out.delivered = in.delivered;
+  out.switch_ranks = in.switch_ranks;
+  out.switch_ops = in.switch_ops;
+  out.who = in.who;
+  out.stress_params = in.stress_params;
+  out.stress_result = in.stress_result;
+  out.node = in.node;
+  out.after = current;
+  auto& rec = out.after;
+  out.path.push_back(rec.state);
+  ctx c{rec, spec, *ranks, init, in, waits, out, &device_faults};
+  auto event = in.name;
+  // Inputs that are not rows of the table.
+  if (in.kind == report_kind::process
+      && contains(init.strategies, "recover-in-place")) {
+    // Software faults reported by the framework: their pods may restart in
+    // place (reference §3.7 step 4).
+    for (const auto& f : in.faults)
+      if (const auto* place = ranks->find(f.rank_id))
+        rec.in_place_pods.insert(place->pod_rank);
+  }
+  switch (event) {
+    case ev::fault_absorbed:
+      // A fault during a running flow joins it (reference §4.2).
+      c.merge(in.faults);
+      return out;
+    case ev::node_health_cleared:
+      // An operator cleared a node a stress test isolated.
+      if (rec.unhealthy_nodes.erase(in.node) == 0)
+        return fail(errc::invalid_argument,
+                    "node " + in.node + " is not recorded unhealthy");
+      return out;
+    case ev::pre_exit:
+      out.side_signals.push_back(pre_exit_signal(spec, *ranks, in));
+      return out;
+    case ev::annotations_changed:
+      // Platform annotations are what the platform-mode waits wait for.
+      if (rec.deadline_event == ev::plat_strategy_check)
+        event = ev::plat_strategy_check;
+      else if (rec.state == st::notify_global_fault && rec.platform_round)
+        event = ev::result_fault_check;
+      else
+        return out;
+      break;
+    case ev::job_changed:
+      // Pod changes matter only to the polled waits; re-check them now.
+      event = job_change_event(rec.state);
+      if (event == ev::none)
+        return out;
+      break;
+    case ev::fault_occur:
+      if (rec.state != st::init && rec.state != st::scale_running)
+        return fail(errc::unexpected_report,
+                    std::string{"faultOccur is not accepted in state "}
+                      + to_string(rec.state));
+      c.merge(in.faults);
+      if (rec.state == st::init) {
+        rec.flow_started_ms = in.now_ms;
+        for (const auto& p : spec.pods)
+          rec.origin_uids[p.pod_rank] = p.uid;
+      }
+      break;
+    case ev::receive_report: {
+      auto translated = report_event(rec, in);
+      if (!translated)
+        return translated.error();
+      event = *translated;
+      if (in.kind == report_kind::status && rec.om == om_kind::none)
+        rec.results.push_back(in.report);
+      break;
+    }
+    default:
+      break;
+  }
+  for (int hops = 0; event != ev::none; ++hops) {
+    const auto* r = find_rule(rec.state, event);
+    if (r == nullptr) {
+      if (hops == 0)
+        return fail(errc::unexpected_report,
+                    std::string{to_string(event)} + " is not accepted in state "
+                      + to_string(rec.state));
+      // An entry action produced an event its state has no rule for: a bug
+      // in the table. Stay, and fail loudly in debug builds' tests.
+      return fail(errc::invalid_argument,
+                  std::string{"no rule for "} + to_string(event) + " in state "
+                    + to_string(rec.state));
+    }
+    if (hops > 64)
+      return fail(errc::invalid_argument, "recovery machine loops");
+    bool self_loop = r->from == r->to;
+    rec.state = r->to;
+    if (!self_loop || r->entry != nullptr) {
+      rec.outbox.reset();
+      rec.deadline_ms = 0;
+      rec.deadline_event = ev::none;
+    }
+    if (!self_loop)
+      out.path.push_back(rec.state);
+    event = r->entry ? r->entry(c) : no_action(c);
+  }
+  return out;
+}
+
+flow_event send_result_event(const process_signal& sig) {
+  const auto& t = sig.signal_type;
+  if (t == "keep-alive" || t == "pauseStartAgent" || t == "continueStartAgent"
+      || t == "preExitProcess")
+    return ev::none;
+  if (t == "killMaster")
+    return ev::finish;
+  if (sig.extra_params == "dump_exit")
+    return ev::none;
+  if (t == "faultNodesExit")
+    return ev::notify_fault_nodes_exit_success;
+  if (t != "changeStrategy")
+    return ev::notify_success;
+  static const std::map<std::string, flow_event> by_strategy = {
+    {"retry", ev::notify_retry_strategy_success},
+    {"recover", ev::notify_recover_strategy_success},
+    {"dump", ev::notify_dump_strategy_success},
+    {"exit", ev::notify_exit_strategy_success},
+    {"continue", ev::notify_continue_success},
+    {"downgrade", ev::notify_scale_in_success},
+    {"upgrade", ev::notify_scale_out_success},
+    {"migration", ev::notify_success},
+  };
+  auto i = by_strategy.find(sig.change_strategy);
+  return i == by_strategy.end() ? ev::none : i->second;
+}
+
+} // namespace recoverd
