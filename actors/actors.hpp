@@ -8,6 +8,7 @@
 ///   services ──► event_hub (live watchers) ◄─────────────── journal
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,11 @@
 #include "actors/types.hpp"
 
 namespace recoverd {
+
+class job_directory;
+
+/// The registry's job table for the edge (see `actors/job_directory.hpp`).
+using job_directory_ptr = std::shared_ptr<job_directory>;
 
 /// Counters of the journal.
 struct journal_stats {
@@ -134,6 +140,9 @@ using job_actor = caf::typed_actor<
   caf::replies_to<subscribe_atom, client_info, signal_sink_ptr>::with<ok_atom>,
   // Recover reports and ReportProcessFault: the RPC's name and the input.
   caf::replies_to<report_atom, std::string, flow_input>::with<biz_status>,
+  // The same, answered through `reply` instead of a response message (the
+  // edge's path, which needs no actor of its own).
+  caf::reacts_to<report_atom, std::string, flow_input, report_reply_ptr>,
   // SwitchNicTrack: the operations and who asked.
   caf::replies_to<switch_atom, std::vector<nic_op>, std::string>::with<biz_status>,
   // SubscribeNotifySwitch: a worker stream.
@@ -179,6 +188,11 @@ using job_registry_actor = caf::typed_actor<
   // Recover reports for a job (client.job_id): the RPC's name and the input.
   caf::replies_to<report_atom, client_info, std::string,
                   flow_input>::with<biz_status>,
+  // The same, answered through the reply sink (forwarded to the job).
+  caf::reacts_to<report_atom, client_info, std::string, flow_input,
+                 report_reply_ptr>,
+  // From now on, lists every live job in this directory.
+  caf::replies_to<watch_atom, job_directory_ptr>::with<ok_atom>,
   caf::replies_to<switch_atom, std::string, std::vector<nic_op>,
                   std::string>::with<biz_status>,
   caf::replies_to<worker_atom, std::string, switch_sink_ptr>::with<ok_atom>,
@@ -222,3 +236,4 @@ using inspector_actor = caf::typed_actor<
 
 // Local messages only; its optional member has no CAF 0.17 inspector.
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(recoverd::flow_input)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(recoverd::job_directory_ptr)

@@ -301,6 +301,66 @@ void commit(self_ptr self, std::vector<event_body> bodies,
       });
 }
 
+// Answers a reply sink with a status or an error.
+void answer(reply_sink<biz_status>& reply, const biz_status& x) {
+  reply.deliver(x);
+}
+
+void answer(reply_sink<biz_status>& reply, const caf::error& err) {
+  reply.fail(err);
+}
+
+// A Recover report (or ReportProcessFault): runs it through the machine and
+// answers `respond` with the business status, or with an error, once.
+template <class Respond>
+void take_report(self_ptr self, std::string rpc, flow_input in,
+                 Respond respond) {
+  auto& st = self->state;
+  const auto& id = st.model.spec.job_id;
+  if (!st.model.exists || !st.model.registered) {
+    respond(biz_status{400, "jobId=" + id + " not registed"});
+    return;
+  }
+  if (rpc == "ReportProcessFault") {
+    auto kind = classify_process_fault(st.model.rec, st.model.spec,
+                                       st.model.init, in.faults);
+    if (!kind) {
+      respond(kind.error());
+      return;
+    }
+    in.name = std::move(*kind);
+    in.report_kind = "process";
+  }
+  if (rpc == "ReplyStressTestResult")
+    if (auto err = validate_stress_results(st.model.spec, in.stress_result)) {
+      respond(err);
+      return;
+    }
+  // The answer names the flow the report was for, even when it ends it. A
+  // refused report changed nothing: the state it names is the current one.
+  auto uuid = st.model.rec.uuid;
+  feed(
+    self, std::move(in),
+    [self, rpc, uuid, respond]() mutable {
+      if (rpc == "ReportProcessFault")
+        respond(biz_status{0, "receive ReportProcessFault"});
+      else if (rpc == "ReplySwitchNicResult" || rpc == "ReplyStressTestResult")
+        respond(biz_status{0, "reply success"});
+      else
+        respond(biz_status{0, "jobId=" + self->state.model.spec.job_id
+                                + ", uuid=" + uuid + ", receive " + rpc});
+    },
+    [self, rpc, uuid, respond](caf::error& err) mutable {
+      const auto& m = self->state.model;
+      if (errc_of(err) == errc::unexpected_report)
+        respond(biz_status{401, "jobId=" + m.spec.job_id + ", uuid=" + uuid
+                                  + ", " + rpc
+                                  + " is not expected in state " + m.rec.state});
+      else
+        respond(err);
+    });
+}
+
 // Decides `cmd`, commits its events, then replies through `rp` with
 // `reply()` evaluated after the events are applied, then runs `after()`.
 template <class T, class Reply, class After>
@@ -520,45 +580,17 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
     },
     [=](report_atom, std::string& rpc,
         flow_input& in) -> caf::result<biz_status> {
-      auto& st = self->state;
-      auto id = st.model.spec.job_id;
-      if (!st.model.exists || !st.model.registered)
-        return biz_status{400, "jobId=" + id + " not registed"};
-      if (rpc == "ReportProcessFault") {
-        auto kind = classify_process_fault(st.model.rec, st.model.spec,
-                                           st.model.init, in.faults);
-        if (!kind)
-          return kind.error();
-        in.name = *kind;
-        in.report_kind = "process";
-      }
-      if (rpc == "ReplyStressTestResult")
-        if (auto err = validate_stress_results(st.model.spec, in.stress_result))
-          return err;
-      auto uuid = st.model.rec.uuid;
-      auto state = st.model.rec.state;
       auto rp = self->make_response_promise<biz_status>();
-      feed(
-        self, std::move(in),
-        [=]() mutable {
-          if (rpc == "ReportProcessFault")
-            rp.deliver(biz_status{0, "receive ReportProcessFault"});
-          else if (rpc == "ReplySwitchNicResult"
-                   || rpc == "ReplyStressTestResult")
-            rp.deliver(biz_status{0, "reply success"});
-          else
-            rp.deliver(biz_status{0, "jobId=" + id + ", uuid=" + uuid
-                                       + ", receive " + rpc});
-        },
-        [=](caf::error& err) mutable {
-          if (errc_of(err) == errc::unexpected_report)
-            rp.deliver(biz_status{401, "jobId=" + id + ", uuid=" + uuid + ", "
-                                         + rpc + " is not expected in state "
-                                         + state});
-          else
-            rp.deliver(err);
-        });
+      take_report(self, std::move(rpc), std::move(in),
+                  [rp](auto&& x) mutable {
+                    rp.deliver(std::forward<decltype(x)>(x));
+                  });
       return rp;
+    },
+    [=](report_atom, std::string& rpc, flow_input& in,
+        report_reply_ptr& reply) {
+      take_report(self, std::move(rpc), std::move(in),
+                  [reply](auto&& x) { answer(*reply, x); });
     },
     [=](switch_atom, std::vector<nic_op>& ops,
         std::string& who) -> caf::result<biz_status> {
