@@ -163,14 +163,16 @@ void deliver_outbox(self_ptr self) {
   feed_quietly(self, std::move(in));
 }
 
-// Effects that follow from events just made durable and applied.
-void after_events(self_ptr self, const std::vector<event_body>& bodies) {
+// Effects that follow from events just made durable and applied (their
+// recovery state and spec already moved into the model).
+void after_events(self_ptr self, const std::vector<event>& evs) {
   auto& st = self->state;
   bool notify_watchers = false;
   bool flow = false;
   bool job_changed = false;
   bool annotations_changed_now = false;
-  for (const auto& body : bodies) {
+  for (const auto& ev : evs) {
+    const auto& body = ev.body;
     if (const auto* x = std::get_if<flow_stepped>(&body)) {
       flow = true;
       // Annotation writes and state changes (the label moves with them).
@@ -209,7 +211,8 @@ void after_events(self_ptr self, const std::vector<event_body>& bodies) {
                               || std::holds_alternative<annotations_changed>(
                                 body);
   }
-  for (const auto& body : bodies) {
+  for (const auto& ev : evs) {
+    const auto& body = ev.body;
     if (std::holds_alternative<job_deleted>(body)) {
       if (st.subscriber)
         st.subscriber->finish(caf::none);
@@ -254,7 +257,9 @@ void after_events(self_ptr self, const std::vector<event_body>& bodies) {
 
 // Appends the events `bodies` through the journal; once durable, applies
 // them and runs their effects, then `on_durable`. Other messages wait
-// (`await`), so every decision sees the state its events will follow.
+// (`await`), so every decision sees the state its events will follow, and
+// the model the events were decided on is still the current one when they
+// are durable: they are applied to it in place then, moved, not copied.
 template <class OnDurable, class OnError>
 void commit(self_ptr self, std::vector<event_body> bodies,
             OnDurable on_durable, OnError on_error) {
@@ -265,38 +270,46 @@ void commit(self_ptr self, std::vector<event_body> bodies,
   }
   auto now = st.cfg.clock();
   std::vector<event> evs;
+  evs.reserve(bodies.size());
   std::vector<log_record> records;
-  auto next = st.model;
+  records.reserve(bodies.size());
+  auto seq = st.model.seq;
   for (auto& body : bodies) {
-    event ev{next.seq + 1, now, body};
-    records.push_back({st.model.spec.job_id, ev.seq, storage::encode_event(ev)});
-    next = apply(std::move(next), ev);
-    evs.push_back(std::move(ev));
+    evs.push_back({++seq, now, std::move(body)});
+    records.push_back(
+      {st.model.spec.job_id, seq, storage::encode_event(evs.back())});
   }
   std::vector<snapshot_record> snapshots;
   auto since = st.events_since_snapshot + evs.size();
   if (st.cfg.snapshot_every > 0 && since >= st.cfg.snapshot_every) {
+    // The one copy of the model, every `snapshot_every` events: the
+    // snapshot goes into the same write as the events it follows.
+    auto next = fold(st.model, evs);
     snapshots.push_back({records.front().job_id, next.seq,
                          storage::encode_snapshot(next)});
     since = 0;
   }
+  auto count = evs.size();
   self
     ->request(st.journal, caf::infinite, append_atom::value,
               std::move(records), std::move(snapshots))
     .await(
-      [=, bodies = std::move(bodies), next = std::move(next)](uint64_t) mutable {
+      [self, since, evs = std::move(evs), on_durable](uint64_t) mutable {
         auto& st = self->state;
-        st.model = std::move(next);
-        st.events_since_snapshot = since;
-        for (const auto& ev : evs)
+        // `apply` takes the recovery state and the spec out of an event;
+        // `after_events` reads only what is left.
+        for (auto& ev : evs) {
           ES_DEBUG("job {} appended {} #{}", st.model.spec.job_id,
                    kind_name(ev.body), ev.seq);
-        after_events(self, bodies);
+          st.model = apply(std::move(st.model), std::move(ev));
+        }
+        st.events_since_snapshot = since;
+        after_events(self, evs);
         on_durable();
       },
-      [=](caf::error& err) mutable {
+      [self, count, on_error](caf::error& err) mutable {
         ES_WARN("job {} could not persist {} events: {}",
-                self->state.model.spec.job_id, evs.size(), message_of(err));
+                self->state.model.spec.job_id, count, message_of(err));
         on_error(err);
       });
 }
