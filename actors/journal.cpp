@@ -20,6 +20,7 @@ constexpr size_t purge_step_entries = 16'384;
 void commit(self_ptr self) {
   auto& st = self->state;
   st.commit_scheduled = false;
+  st.commit_deferred = false;
   if (st.pending.empty())
     return;
   auto batch = std::move(st.pending);
@@ -139,7 +140,18 @@ journal(journal_actor::stateful_pointer<journal_state> self,
       }
       return rp;
     },
-    [=](commit_atom) { commit(self); },
+    [=](commit_atom) {
+      auto& st = self->state;
+      // Group commit, second chance: appends that arrived while the last
+      // write ran are still in the mailbox behind this message; one more
+      // turn takes them into this write instead of the next fsync.
+      if (!st.commit_deferred && !self->mailbox().empty()) {
+        st.commit_deferred = true;
+        self->send(self, commit_atom::value);
+        return;
+      }
+      commit(self);
+    },
     [=](flush_atom) -> caf::result<ok_atom> {
       commit(self);
       sync(self);

@@ -30,6 +30,8 @@ struct journal_state {
   journal_config cfg;
   std::vector<pending_append> pending;
   bool commit_scheduled = false;
+  /// The scheduled commit already gave later appends one more turn.
+  bool commit_deferred = false;
   /// Sticky: once a write failed, the log's state is unknown and every later
   /// append is refused with this error.
   caf::error failure;
