@@ -7,6 +7,7 @@
 ///   services ──► inspector (reads the log, asks the registry)  ▼
 ///   services ──► event_hub (live watchers) ◄─────────────── journal
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -29,6 +30,10 @@
 namespace recoverd {
 
 class job_directory;
+
+/// How many live watchers the event hub has, kept by the hub and read by the
+/// journal, which hands the hub nothing while it is 0.
+using watcher_gauge = std::shared_ptr<std::atomic<size_t>>;
 
 /// The registry's job table for the edge (see `actors/job_directory.hpp`).
 using job_directory_ptr = std::shared_ptr<job_directory>;
@@ -101,8 +106,9 @@ using journal_actor = caf::typed_actor<
   caf::replies_to<purge_atom, std::vector<purge_target>>::with<purge_stats>,
   // Reports counters.
   caf::replies_to<status_atom>::with<journal_stats>,
-  // From now on, hands every durable event to this hub.
-  caf::replies_to<watch_atom, event_hub_actor>::with<ok_atom>,
+  // From now on, hands every durable event to this hub while the gauge of
+  // its watchers is above 0 (always when the gauge is null).
+  caf::replies_to<watch_atom, event_hub_actor, watcher_gauge>::with<ok_atom>,
   // Writes what is pending (self-sent).
   caf::reacts_to<commit_atom>,
   // Periodic WAL sync under the batch policy (self-sent).
@@ -237,3 +243,4 @@ using inspector_actor = caf::typed_actor<
 // Local messages only; its optional member has no CAF 0.17 inspector.
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(recoverd::flow_input)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(recoverd::job_directory_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(recoverd::watcher_gauge)

@@ -367,8 +367,8 @@ void take_report(self_ptr self, std::string rpc, flow_input in,
       const auto& m = self->state.model;
       if (errc_of(err) == errc::unexpected_report)
         respond(biz_status{401, "jobId=" + m.spec.job_id + ", uuid=" + uuid
-                                  + ", " + rpc
-                                  + " is not expected in state " + m.rec.state});
+                                  + ", " + rpc + " is not expected in state "
+                                  + m.rec.state});
       else
         respond(err);
     });

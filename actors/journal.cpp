@@ -59,8 +59,9 @@ void commit(self_ptr self) {
   for (auto& p : batch)
     p.promise.deliver(st.stats.last_position);
   // Live watchers get the events once they are durable; the bytes are not
-  // needed here any more.
-  if (st.hub && !events.empty()) {
+  // needed here any more. With nobody watching the hub is not woken at all.
+  bool watched = !st.watching || st.watching->load() > 0;
+  if (st.hub && watched && !events.empty()) {
     std::vector<published_event> xs;
     xs.reserve(events.size());
     auto position = st.stats.last_position - events.size();
@@ -178,8 +179,9 @@ journal(journal_actor::stateful_pointer<journal_state> self,
     },
     [=](purgestep_atom) { purge_step(self); },
     [=](status_atom) { return self->state.stats; },
-    [=](watch_atom, event_hub_actor& hub) {
+    [=](watch_atom, event_hub_actor& hub, watcher_gauge& watching) {
       self->state.hub = std::move(hub);
+      self->state.watching = std::move(watching);
       return ok_atom::value;
     },
   };

@@ -38,6 +38,8 @@ struct journal_state {
   journal_stats stats;
   /// Where durable events go for live watchers; may be unset.
   event_hub_actor hub;
+  /// The hub's watchers; null: publish always.
+  watcher_gauge watching;
   /// Purges in arrival order; the front one is in progress.
   std::deque<pending_purge> purges;
 

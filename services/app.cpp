@@ -90,12 +90,13 @@ caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
                                         self->log_.get()));
   // Live watchers get what the journal makes durable, from the first event
   // after start-up on.
-  self->hub_ = self->sys_->spawn(event_hub);
+  auto watching = std::make_shared<std::atomic<size_t>>(0);
+  self->hub_ = self->sys_->spawn(event_hub, watching);
   {
     caf::scoped_actor scope{*self->sys_};
     caf::error failed;
     scope->request(self->journal_, std::chrono::seconds(10), watch_atom::value,
-                   self->hub_)
+                   self->hub_, watching)
       .receive([](ok_atom) {}, [&](caf::error& err) { failed = err; });
     // Reports reach their job without a hop through the registry.
     self->directory_ = std::make_shared<job_directory>();

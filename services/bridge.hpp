@@ -53,7 +53,8 @@ public:
   }
 
   ~unary_reply() override {
-    finish_with(to_grpc_status(caf::make_error(caf::sec::request_receiver_down)));
+    finish_with(
+      to_grpc_status(caf::make_error(caf::sec::request_receiver_down)));
   }
 
   void deliver(T x) override {
@@ -78,8 +79,8 @@ private:
 
 /// Makes a `unary_reply` for `reactor`.
 template <class T, class OnReply>
-std::shared_ptr<reply_sink<T>> make_unary_reply(grpc::ServerUnaryReactor* reactor,
-                                                OnReply on_reply) {
+std::shared_ptr<reply_sink<T>>
+make_unary_reply(grpc::ServerUnaryReactor* reactor, OnReply on_reply) {
   return std::make_shared<unary_reply<T, OnReply>>(reactor,
                                                    std::move(on_reply));
 }
