@@ -7,7 +7,9 @@
 ///   services ──► inspector (reads the log, asks the registry)  ▼
 ///   services ──► event_hub (live watchers) ◄─────────────── journal
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -28,6 +30,15 @@
 #include "storage/records.hpp"
 
 namespace recoverd {
+
+class job_directory;
+
+/// How many live watchers the event hub has, kept by the hub and read by the
+/// journal, which hands the hub nothing while it is 0.
+using watcher_gauge = std::shared_ptr<std::atomic<size_t>>;
+
+/// The registry's job table for the edge (see `actors/job_directory.hpp`).
+using job_directory_ptr = std::shared_ptr<job_directory>;
 
 /// Counters of the journal.
 struct journal_stats {
@@ -74,8 +85,9 @@ using journal_actor = caf::typed_actor<
   caf::replies_to<purge_atom, std::vector<purge_target>>::with<purge_stats>,
   // Reports counters.
   caf::replies_to<status_atom>::with<journal_stats>,
-  // From now on, hands every durable event to this hub.
-  caf::replies_to<watch_atom, event_hub_actor>::with<ok_atom>,
+  // From now on, hands every durable event to this hub while the gauge of
+  // its watchers is above 0 (always when the gauge is null).
+  caf::replies_to<watch_atom, event_hub_actor, watcher_gauge>::with<ok_atom>,
   // Writes what is pending (self-sent).
   caf::reacts_to<commit_atom>,
   // Periodic WAL sync under the batch policy (self-sent).
@@ -113,6 +125,9 @@ using job_actor = caf::typed_actor<
   caf::replies_to<subscribe_atom, client_info, signal_sink_ptr>::with<ok_atom>,
   // Recover reports and ReportProcessFault: the RPC's name and the input.
   caf::replies_to<report_atom, flow_input>::with<biz_status>,
+  // The same, answered through `reply` instead of a response message (the
+  // edge's path, which needs no actor of its own).
+  caf::reacts_to<report_atom, flow_input, report_reply_ptr>,
   // SwitchNicTrack: the operations and who asked.
   caf::replies_to<switch_atom, std::vector<nic_op>, std::string>::with<biz_status>,
   // SubscribeNotifySwitch: a worker stream.
@@ -157,6 +172,10 @@ using job_registry_actor = caf::typed_actor<
   caf::replies_to<subscribe_atom, client_info, signal_sink_ptr>::with<ok_atom>,
   // Recover reports for a job (client.job_id): the RPC's name and the input.
   caf::replies_to<report_atom, client_info, flow_input>::with<biz_status>,
+  // The same, answered through the reply sink (forwarded to the job).
+  caf::reacts_to<report_atom, client_info, flow_input, report_reply_ptr>,
+  // From now on, lists every live job in this directory.
+  caf::replies_to<watch_atom, job_directory_ptr>::with<ok_atom>,
   caf::replies_to<switch_atom, std::string, std::vector<nic_op>,
                   std::string>::with<biz_status>,
   caf::replies_to<worker_atom, std::string, switch_sink_ptr>::with<ok_atom>,
@@ -202,3 +221,5 @@ using inspector_actor = caf::typed_actor<
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(recoverd::flow_input)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(recoverd::flow_event)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(recoverd::om_kind)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(recoverd::job_directory_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(recoverd::watcher_gauge)

@@ -7,8 +7,21 @@
 
 namespace recoverd {
 
+namespace {
+
+// Publishes the number of watchers (stats and the journal's gauge).
+void count_watchers(event_hub_state& st) {
+  st.stats.watchers = st.watchers.size();
+  if (st.watching)
+    st.watching->store(st.watchers.size());
+}
+
+} // namespace
+
 event_hub_actor::behavior_type
-event_hub(event_hub_actor::stateful_pointer<event_hub_state> self) {
+event_hub(event_hub_actor::stateful_pointer<event_hub_state> self,
+          watcher_gauge watching) {
+  self->state.watching = std::move(watching);
   return {
     [=](publish_atom, std::vector<published_event>& xs) {
       auto& st = self->state;
@@ -35,7 +48,7 @@ event_hub(event_hub_actor::stateful_pointer<event_hub_state> self) {
       ws.erase(std::remove_if(ws.begin(), ws.end(),
                               [](const auto& w) { return !w.sink; }),
                ws.end());
-      st.stats.watchers = ws.size();
+      count_watchers(st);
     },
     [=](watch_atom, std::string& job_id, event_sink_ptr& sink) {
       auto& st = self->state;
@@ -45,7 +58,7 @@ event_hub(event_hub_actor::stateful_pointer<event_hub_state> self) {
                               [](const auto& w) { return w.sink->closed(); }),
                ws.end());
       ws.push_back({std::move(job_id), std::move(sink)});
-      st.stats.watchers = ws.size();
+      count_watchers(st);
       return ok_atom::value;
     },
     [=](status_atom) {
@@ -54,7 +67,7 @@ event_hub(event_hub_actor::stateful_pointer<event_hub_state> self) {
       ws.erase(std::remove_if(ws.begin(), ws.end(),
                               [](const auto& w) { return w.sink->closed(); }),
                ws.end());
-      st.stats.watchers = ws.size();
+      count_watchers(st);
       return st.stats;
     },
     [=](shutdown_atom) {
@@ -63,7 +76,7 @@ event_hub(event_hub_actor::stateful_pointer<event_hub_state> self) {
       for (auto& w : st.watchers)
         w.sink->finish(bye);
       st.watchers.clear();
-      st.stats.watchers = 0;
+      count_watchers(st);
       return ok_atom::value;
     },
   };

@@ -164,14 +164,16 @@ void deliver_outbox(self_ptr self) {
   feed_quietly(self, std::move(in));
 }
 
-// Effects that follow from events just made durable and applied.
-void after_events(self_ptr self, const std::vector<event_body>& bodies) {
+// Effects that follow from events just made durable and applied (their
+// recovery state and spec already moved into the model).
+void after_events(self_ptr self, const std::vector<event>& evs) {
   auto& st = self->state;
   bool notify_watchers = false;
   bool flow = false;
   bool job_changed = false;
   bool annotations_changed_now = false;
-  for (const auto& body : bodies) {
+  for (const auto& ev : evs) {
+    const auto& body = ev.body;
     if (const auto* x = std::get_if<flow_stepped>(&body)) {
       flow = true;
       // Annotation writes and state changes (the label moves with them).
@@ -210,7 +212,8 @@ void after_events(self_ptr self, const std::vector<event_body>& bodies) {
                               || std::holds_alternative<annotations_changed>(
                                 body);
   }
-  for (const auto& body : bodies) {
+  for (const auto& ev : evs) {
+    const auto& body = ev.body;
     if (std::holds_alternative<job_deleted>(body)) {
       if (st.subscriber)
         st.subscriber->finish(caf::none);
@@ -255,7 +258,9 @@ void after_events(self_ptr self, const std::vector<event_body>& bodies) {
 
 // Appends the events `bodies` through the journal; once durable, applies
 // them and runs their effects, then `on_durable`. Other messages wait
-// (`await`), so every decision sees the state its events will follow.
+// (`await`), so every decision sees the state its events will follow, and
+// the model the events were decided on is still the current one when they
+// are durable: they are applied to it in place then, moved, not copied.
 template <class OnDurable, class OnError>
 void commit(self_ptr self, std::vector<event_body> bodies,
             OnDurable on_durable, OnError on_error) {
@@ -266,40 +271,113 @@ void commit(self_ptr self, std::vector<event_body> bodies,
   }
   auto now = st.cfg.clock();
   std::vector<event> evs;
+  evs.reserve(bodies.size());
   std::vector<log_record> records;
-  auto next = st.model;
+  records.reserve(bodies.size());
+  auto seq = st.model.seq;
   for (auto& body : bodies) {
-    event ev{next.seq + 1, now, body};
-    records.push_back({st.model.spec.job_id, ev.seq, storage::encode_event(ev)});
-    next = apply(std::move(next), ev);
-    evs.push_back(std::move(ev));
+    evs.push_back({++seq, now, std::move(body)});
+    records.push_back(
+      {st.model.spec.job_id, seq, storage::encode_event(evs.back())});
   }
   std::vector<snapshot_record> snapshots;
   auto since = st.events_since_snapshot + evs.size();
   if (st.cfg.snapshot_every > 0 && since >= st.cfg.snapshot_every) {
+    // The one copy of the model, every `snapshot_every` events: the
+    // snapshot goes into the same write as the events it follows.
+    auto next = fold(st.model, evs);
     snapshots.push_back({records.front().job_id, next.seq,
                          storage::encode_snapshot(next)});
     since = 0;
   }
+  auto count = evs.size();
   self
     ->request(st.journal, caf::infinite, append_atom::value,
               std::move(records), std::move(snapshots))
     .await(
-      [=, bodies = std::move(bodies), next = std::move(next)](uint64_t) mutable {
+      [self, since, evs = std::move(evs), on_durable](uint64_t) mutable {
         auto& st = self->state;
-        st.model = std::move(next);
-        st.events_since_snapshot = since;
-        for (const auto& ev : evs)
+        // `apply` takes the recovery state and the spec out of an event;
+        // `after_events` reads only what is left.
+        for (auto& ev : evs) {
           ES_DEBUG("job {} appended {} #{}", st.model.spec.job_id,
                    kind_name(ev.body), ev.seq);
-        after_events(self, bodies);
+          st.model = apply(std::move(st.model), std::move(ev));
+        }
+        st.events_since_snapshot = since;
+        after_events(self, evs);
         on_durable();
       },
-      [=](caf::error& err) mutable {
+      [self, count, on_error](caf::error& err) mutable {
         ES_WARN("job {} could not persist {} events: {}",
-                self->state.model.spec.job_id, evs.size(), message_of(err));
+                self->state.model.spec.job_id, count, message_of(err));
         on_error(err);
       });
+}
+
+// Answers a reply sink with a status or an error.
+void answer(reply_sink<biz_status>& reply, const biz_status& x) {
+  reply.deliver(x);
+}
+
+void answer(reply_sink<biz_status>& reply, const caf::error& err) {
+  reply.fail(err);
+}
+
+// A Recover report (or ReportProcessFault): runs it through the machine and
+// answers `respond` with the business status, or with an error, once.
+template <class Respond>
+void take_report(self_ptr self, flow_input in, Respond respond) {
+  auto& st = self->state;
+  const auto& id = st.model.spec.job_id;
+  if (!st.model.exists || !st.model.registered) {
+    respond(biz_status{400, "jobId=" + id + " not registed"});
+    return;
+  }
+  auto kind = in.kind;
+  if (kind == report_kind::process) {
+    auto event = classify_process_fault(st.model.rec, st.model.spec,
+                                        st.model.init, in.faults,
+                                        st.model.ranks.get());
+    if (!event) {
+      respond(to_error(event.error()));
+      return;
+    }
+    in.name = *event;
+  } else {
+    in.name = ev::receive_report;
+  }
+  if (kind == report_kind::stress)
+    if (auto err = validate_stress_results(st.model.spec, in.stress_result,
+                                           st.model.ranks.get())) {
+      respond(to_error(err));
+      return;
+    }
+  // The answer names the flow the report was for, even when it ends it. A
+  // refused report changed nothing: the state it names is the current one.
+  auto uuid = st.model.rec.uuid;
+  feed(
+    self, std::move(in),
+    [self, kind, uuid, respond]() mutable {
+      if (kind == report_kind::process)
+        respond(biz_status{0, "receive ReportProcessFault"});
+      else if (kind == report_kind::switch_nic || kind == report_kind::stress)
+        respond(biz_status{0, "reply success"});
+      else
+        respond(biz_status{0, "jobId=" + self->state.model.spec.job_id
+                                + ", uuid=" + uuid + ", receive "
+                                + rpc_name(kind)});
+    },
+    [self, kind, uuid, respond](caf::error& err) mutable {
+      const auto& m = self->state.model;
+      if (errc_of(err) == errc::unexpected_report)
+        respond(biz_status{401, "jobId=" + m.spec.job_id + ", uuid=" + uuid
+                                  + ", " + rpc_name(kind)
+                                  + " is not expected in state "
+                                  + to_string(m.rec.state)});
+      else
+        respond(err);
+    });
 }
 
 // Decides `cmd`, commits its events, then replies through `rp` with
@@ -520,50 +598,15 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
       return rp;
     },
     [=](report_atom, flow_input& in) -> caf::result<biz_status> {
-      auto& st = self->state;
-      auto id = st.model.spec.job_id;
-      if (!st.model.exists || !st.model.registered)
-        return biz_status{400, "jobId=" + id + " not registed"};
-      auto kind = in.kind;
-      if (kind == report_kind::process) {
-        auto event = classify_process_fault(st.model.rec, st.model.spec,
-                                            st.model.init, in.faults,
-                                            st.model.ranks.get());
-        if (!event)
-          return to_error(event.error());
-        in.name = *event;
-      } else {
-        in.name = ev::receive_report;
-      }
-      if (kind == report_kind::stress)
-        if (auto err = validate_stress_results(st.model.spec, in.stress_result,
-                                               st.model.ranks.get()))
-          return to_error(err);
-      std::string rpc = rpc_name(kind);
-      auto uuid = st.model.rec.uuid;
-      auto state = st.model.rec.state;
       auto rp = self->make_response_promise<biz_status>();
-      feed(
-        self, std::move(in),
-        [=]() mutable {
-          if (kind == report_kind::process)
-            rp.deliver(biz_status{0, "receive ReportProcessFault"});
-          else if (kind == report_kind::switch_nic
-                   || kind == report_kind::stress)
-            rp.deliver(biz_status{0, "reply success"});
-          else
-            rp.deliver(biz_status{0, "jobId=" + id + ", uuid=" + uuid
-                                       + ", receive " + rpc});
-        },
-        [=](caf::error& err) mutable {
-          if (errc_of(err) == errc::unexpected_report)
-            rp.deliver(biz_status{401, "jobId=" + id + ", uuid=" + uuid + ", "
-                                         + rpc + " is not expected in state "
-                                         + to_string(state)});
-          else
-            rp.deliver(err);
-        });
+      take_report(self, std::move(in), [rp](auto&& x) mutable {
+        rp.deliver(std::forward<decltype(x)>(x));
+      });
       return rp;
+    },
+    [=](report_atom, flow_input& in, report_reply_ptr& reply) {
+      take_report(self, std::move(in),
+                  [reply](auto&& x) { answer(*reply, x); });
     },
     [=](switch_atom, std::vector<nic_op>& ops,
         std::string& who) -> caf::result<biz_status> {

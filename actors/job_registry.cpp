@@ -7,6 +7,7 @@
 
 #include "actors/error.hpp"
 #include "actors/job.hpp"
+#include "actors/job_directory.hpp"
 #include "actors/log.hpp"
 #include "storage/event_log.hpp"
 
@@ -34,8 +35,20 @@ job_actor spawn_job(self_ptr self, job_model initial,
   auto hdl = self->spawn(job, std::move(initial), since_snapshot,
                          self->state.cfg.job,
                          self->state.journal, self->address());
+  if (self->state.directory)
+    self->state.directory->put(id, hdl);
   self->state.jobs.emplace(std::move(id), hdl);
   return hdl;
+}
+
+// Forgets the job `id` if `hdl` is still its actor.
+void forget_job(self_ptr self, const std::string& id, const job_actor& hdl) {
+  auto& st = self->state;
+  auto i = st.jobs.find(id);
+  if (i != st.jobs.end() && i->second == hdl)
+    st.jobs.erase(i);
+  if (st.directory)
+    st.directory->erase(id, hdl);
 }
 
 // Sends `xs...` to every job and calls `each` with every reply, then `done`
@@ -181,7 +194,7 @@ job_registry(job_registry_actor::stateful_pointer<job_registry_state> self,
           },
           [=](caf::error& err) mutable {
             // Nothing was stored: forget the job again.
-            self->state.jobs.erase(id);
+            forget_job(self, id, hdl);
             self->send_exit(hdl, caf::exit_reason::user_shutdown);
             rp.deliver(err);
           });
@@ -197,9 +210,7 @@ job_registry(job_registry_actor::stateful_pointer<job_registry_state> self,
         .then(
           [=](uint64_t seq) mutable {
             auto& st = self->state;
-            auto i = st.jobs.find(id);
-            if (i != st.jobs.end() && i->second == target)
-              st.jobs.erase(i);
+            forget_job(self, id, target);
             st.registered.erase(id);
             st.deleted[id] = deleted_job{id, seq, st.cfg.job.clock()};
             self->send_exit(target, caf::exit_reason::user_shutdown);
@@ -330,6 +341,23 @@ job_registry(job_registry_actor::stateful_pointer<job_registry_state> self,
       if (auto* hdl = find(self, client.job_id))
         return self->delegate(*hdl, report_atom::value, std::move(in));
       return biz_status{400, "jobId=" + client.job_id + " not registed"};
+    },
+    [=](report_atom, client_info& client, flow_input& in,
+        report_reply_ptr& reply) {
+      if (auto* hdl = find(self, client.job_id))
+        self->send(*hdl, report_atom::value, std::move(in), std::move(reply));
+      else
+        reply->deliver({400, "jobId=" + client.job_id + " not registed"});
+    },
+    [=](watch_atom, job_directory_ptr& directory) -> caf::result<ok_atom> {
+      auto& st = self->state;
+      if (st.directory)
+        st.directory->clear();
+      st.directory = std::move(directory);
+      if (st.directory)
+        for (const auto& [id, hdl] : st.jobs)
+          st.directory->put(id, hdl);
+      return ok_atom::value;
     },
     [=](switch_atom, std::string& id, std::vector<nic_op>& ops,
         std::string& who) -> caf::result<biz_status> {

@@ -34,6 +34,8 @@ struct job_registry_state {
   /// Jobs whose history a purge is removing right now; PutJob for them is
   /// refused until it is done.
   std::set<std::string> purging;
+  /// Where the edge looks jobs up; kept equal to `jobs` when set.
+  job_directory_ptr directory;
 
   static inline const char* name = "job_registry";
 };

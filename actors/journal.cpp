@@ -20,6 +20,7 @@ constexpr size_t purge_step_entries = 16'384;
 void commit(self_ptr self) {
   auto& st = self->state;
   st.commit_scheduled = false;
+  st.commit_deferred = false;
   if (st.pending.empty())
     return;
   auto batch = std::move(st.pending);
@@ -58,8 +59,9 @@ void commit(self_ptr self) {
   for (auto& p : batch)
     p.promise.deliver(st.stats.last_position);
   // Live watchers get the events once they are durable; the bytes are not
-  // needed here any more.
-  if (st.hub && !events.empty()) {
+  // needed here any more. With nobody watching the hub is not woken at all.
+  bool watched = !st.watching || st.watching->load() > 0;
+  if (st.hub && watched && !events.empty()) {
     std::vector<published_event> xs;
     xs.reserve(events.size());
     auto position = st.stats.last_position - events.size();
@@ -139,7 +141,18 @@ journal(journal_actor::stateful_pointer<journal_state> self,
       }
       return rp;
     },
-    [=](commit_atom) { commit(self); },
+    [=](commit_atom) {
+      auto& st = self->state;
+      // Group commit, second chance: appends that arrived while the last
+      // write ran are still in the mailbox behind this message; one more
+      // turn takes them into this write instead of the next fsync.
+      if (!st.commit_deferred && !self->mailbox().empty()) {
+        st.commit_deferred = true;
+        self->send(self, commit_atom::value);
+        return;
+      }
+      commit(self);
+    },
     [=](flush_atom) -> caf::result<ok_atom> {
       commit(self);
       sync(self);
@@ -166,8 +179,9 @@ journal(journal_actor::stateful_pointer<journal_state> self,
     },
     [=](purgestep_atom) { purge_step(self); },
     [=](status_atom) { return self->state.stats; },
-    [=](watch_atom, event_hub_actor& hub) {
+    [=](watch_atom, event_hub_actor& hub, watcher_gauge& watching) {
       self->state.hub = std::move(hub);
+      self->state.watching = std::move(watching);
       return ok_atom::value;
     },
   };

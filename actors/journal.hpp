@@ -30,12 +30,16 @@ struct journal_state {
   journal_config cfg;
   std::vector<pending_append> pending;
   bool commit_scheduled = false;
+  /// The scheduled commit already gave later appends one more turn.
+  bool commit_deferred = false;
   /// Sticky: once a write failed, the log's state is unknown and every later
   /// append is refused with this error.
   caf::error failure;
   journal_stats stats;
   /// Where durable events go for live watchers; may be unset.
   event_hub_actor hub;
+  /// The hub's watchers; null: publish always.
+  watcher_gauge watching;
   /// Purges in arrival order; the front one is in progress.
   std::deque<pending_purge> purges;
 

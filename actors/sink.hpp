@@ -51,6 +51,26 @@ using stress_sink_ptr = std::shared_ptr<stream_sink<stress_rank_params>>;
 /// Where a job sends messages to the operator of an O&M action.
 using om_sink_ptr = std::shared_ptr<stream_sink<om_message>>;
 
+/// A one-shot outlet for the answer to one request, for callers that are
+/// not actors (the gRPC edge): the actor answers through it instead of a
+/// response message, so no actor sits between the caller and the job.
+/// Implementations answer exactly once; one destroyed unanswered (its
+/// message was dropped with the actor) answers with an error.
+template <class T>
+class reply_sink {
+public:
+  virtual ~reply_sink() = default;
+
+  /// Answers with `x`.
+  virtual void deliver(T x) = 0;
+
+  /// Answers with the error `err`.
+  virtual void fail(const caf::error& err) = 0;
+};
+
+/// Where a job answers a report sent without a request.
+using report_reply_ptr = std::shared_ptr<reply_sink<biz_status>>;
+
 } // namespace recoverd
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(recoverd::switch_sink_ptr)
@@ -58,3 +78,4 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(recoverd::om_sink_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(recoverd::stress_sink_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(recoverd::signal_sink_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(recoverd::annotations_sink_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(recoverd::report_reply_ptr)

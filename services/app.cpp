@@ -11,6 +11,7 @@
 #include "actors/error.hpp"
 #include "actors/event_hub.hpp"
 #include "actors/inspector.hpp"
+#include "actors/job_directory.hpp"
 #include "actors/job_registry.hpp"
 #include "actors/journal.hpp"
 #include "actors/log.hpp"
@@ -89,12 +90,18 @@ caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
                                         self->log_.get()));
   // Live watchers get what the journal makes durable, from the first event
   // after start-up on.
-  self->hub_ = self->sys_->spawn(event_hub);
+  auto watching = std::make_shared<std::atomic<size_t>>(0);
+  self->hub_ = self->sys_->spawn(event_hub, watching);
   {
     caf::scoped_actor scope{*self->sys_};
     caf::error failed;
     scope->request(self->journal_, std::chrono::seconds(10), watch_atom::value,
-                   self->hub_)
+                   self->hub_, watching)
+      .receive([](ok_atom) {}, [&](caf::error& err) { failed = err; });
+    // Reports reach their job without a hop through the registry.
+    self->directory_ = std::make_shared<job_directory>();
+    scope->request(self->registry_, std::chrono::seconds(60), watch_atom::value,
+                   self->directory_)
       .receive([](ok_atom) {}, [&](caf::error& err) { failed = err; });
     if (failed) {
       self->stop();
@@ -108,8 +115,8 @@ caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
     self->registry_, self->journal_, self->hub_);
   // 4. The server.
   auto buffer = opts.registry.job.stream_buffer;
-  self->recover_ = std::make_unique<recover_service>(*self->sys_,
-                                                     self->registry_, buffer);
+  self->recover_ = std::make_unique<recover_service>(
+    *self->sys_, self->registry_, buffer, self->directory_);
   self->platform_ = std::make_unique<platform_service>(*self->sys_,
                                                        self->registry_, buffer);
   self->inspect_api_ = std::make_unique<inspect_api>(
@@ -243,6 +250,9 @@ void app::stop() {
   // handle to the detached journal would hang its destructor).
   recover_.reset();
   platform_.reset();
+  if (directory_)
+    directory_->clear();
+  directory_.reset();
   inspect_.reset();
   inspect_api_.reset();
   if (inspector_)

@@ -132,6 +132,7 @@ private:
   job_registry_actor registry_;
   event_hub_actor hub_;
   inspector_actor inspector_;
+  job_directory_ptr directory_;
   std::unique_ptr<request_metrics> metrics_;
   std::unique_ptr<recover_service> recover_;
   std::unique_ptr<platform_service> platform_;

@@ -3,12 +3,17 @@
 /// From a gRPC callback to an actor and back without blocking: a one-shot
 /// actor sends the request and finishes the reactor from the response.
 
+#include <atomic>
 #include <chrono>
+#include <memory>
 #include <utility>
 
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
+#include <caf/sec.hpp>
 #include <grpcpp/support/server_callback.h>
+
+#include "actors/sink.hpp"
 
 #include "services/status_mapping.hpp"
 
@@ -32,6 +37,52 @@ void ask(caf::actor_system& sys, const Handle& dest,
               [=](caf::error& err) { reactor->Finish(to_grpc_status(err)); });
     },
     dest, reactor, std::move(on_reply), std::move(xs)...);
+}
+
+/// A reply sink that finishes a unary reactor: `on_reply(x)` fills the gRPC
+/// reply and returns the status to finish with; an error finishes with its
+/// mapped status. `Finish` is called exactly once, also when the sink is
+/// dropped unanswered (the actor holding it ended): then with the mapped
+/// `request_receiver_down`.
+template <class T, class OnReply>
+class unary_reply final : public reply_sink<T> {
+public:
+  unary_reply(grpc::ServerUnaryReactor* reactor, OnReply on_reply)
+    : reactor_(reactor), on_reply_(std::move(on_reply)) {
+    // nop
+  }
+
+  ~unary_reply() override {
+    finish_with(
+      to_grpc_status(caf::make_error(caf::sec::request_receiver_down)));
+  }
+
+  void deliver(T x) override {
+    if (!done_.exchange(true))
+      reactor_->Finish(on_reply_(x));
+  }
+
+  void fail(const caf::error& err) override {
+    finish_with(to_grpc_status(err));
+  }
+
+private:
+  void finish_with(grpc::Status status) {
+    if (!done_.exchange(true))
+      reactor_->Finish(std::move(status));
+  }
+
+  grpc::ServerUnaryReactor* reactor_;
+  OnReply on_reply_;
+  std::atomic<bool> done_{false};
+};
+
+/// Makes a `unary_reply` for `reactor`.
+template <class T, class OnReply>
+std::shared_ptr<reply_sink<T>>
+make_unary_reply(grpc::ServerUnaryReactor* reactor, OnReply on_reply) {
+  return std::make_shared<unary_reply<T, OnReply>>(reactor,
+                                                   std::move(on_reply));
 }
 
 /// Like `ask`, for callers that are not a unary reactor (the Inspect API,

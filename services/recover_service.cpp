@@ -3,6 +3,7 @@
 #include <map>
 
 #include "actors/error.hpp"
+#include "actors/job_directory.hpp"
 #include "actors/log.hpp"
 #include "convert.hpp"
 #include "services/bridge.hpp"
@@ -34,8 +35,12 @@ auto fill(::Status* resp) {
 
 recover_service::recover_service(caf::actor_system& sys,
                                  job_registry_actor registry,
-                                 size_t stream_buffer)
-  : sys_(sys), registry_(std::move(registry)), stream_buffer_(stream_buffer) {
+                                 size_t stream_buffer,
+                                 job_directory_ptr directory)
+  : sys_(sys),
+    registry_(std::move(registry)),
+    stream_buffer_(stream_buffer),
+    directory_(std::move(directory)) {
   // nop
 }
 
@@ -91,8 +96,18 @@ recover_service::report(grpc::CallbackServerContext* ctx,
     return reactor;
   }
   in.kind = kind;
-  ask<biz_status>(sys_, registry_, reactor, fill(resp), report_atom::value,
-                  client_info{job_id, "", ctx->peer()}, std::move(in));
+  // The hot path: straight to the job, which answers through the reply sink
+  // on its own thread; no actor of the edge in between. A job the directory
+  // does not list (yet) is the registry's to find or refuse.
+  auto reply = make_unary_reply<biz_status>(reactor, fill(resp));
+  if (directory_)
+    if (auto hdl = directory_->find(job_id)) {
+      caf::anon_send(hdl, report_atom::value, std::move(in), std::move(reply));
+      return reactor;
+    }
+  caf::anon_send(registry_, report_atom::value,
+                 client_info{job_id, "", ctx->peer()}, std::move(in),
+                 std::move(reply));
   return reactor;
 }
 

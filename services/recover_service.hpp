@@ -12,8 +12,10 @@ namespace recoverd {
 class recover_service final : public ::Recover::CallbackService {
 public:
   /// @param stream_buffer Messages an agent stream may queue.
+  /// @param directory Where reports find their job without asking the
+  ///        registry; may be null (then every report goes through it).
   recover_service(caf::actor_system& sys, job_registry_actor registry,
-                  size_t stream_buffer);
+                  size_t stream_buffer, job_directory_ptr directory = nullptr);
 
   grpc::ServerUnaryReactor* Init(grpc::CallbackServerContext* ctx,
                                  const ::ClientInfo* req,
@@ -93,6 +95,7 @@ private:
   caf::actor_system& sys_;
   job_registry_actor registry_;
   size_t stream_buffer_;
+  job_directory_ptr directory_;
 };
 
 } // namespace recoverd

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <caf/scoped_actor.hpp>
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
@@ -301,6 +302,14 @@ int main(int argc, char** argv) {
         || a.report_stop_complete(0).code() != 0 || !expect(a, "globalFault"))
       return 1;
   }
+  auto journal_now = [&] {
+    journal_stats js;
+    caf::scoped_actor scope{(*daemon)->system()};
+    scope->request((*daemon)->journal(), 10s, status_atom::value)
+      .receive([&](journal_stats& x) { js = x; }, [](caf::error&) {});
+    return js;
+  };
+  auto j0 = journal_now();
   std::atomic<size_t> reported{0};
   threads.clear();
   auto r0 = clock_type::now();
@@ -323,6 +332,14 @@ int main(int argc, char** argv) {
     return 1;
   }
   auto report_rate = static_cast<double>(reported.load()) / rsecs;
+  auto j1 = journal_now();
+  std::printf("journal during the reports: %llu records in %llu writes (%.1f "
+              "records per fsync)\n",
+              static_cast<unsigned long long>(j1.records - j0.records),
+              static_cast<unsigned long long>(j1.batches - j0.batches),
+              static_cast<double>(j1.records - j0.records)
+                / static_cast<double>(std::max<uint64_t>(1, j1.batches
+                                                              - j0.batches)));
   auto report_echo = echo_round_trips_per_second(reported.load(), std::min(report_concurrency, jobs));
   // Where the difference goes: recoverd's stateless HealthCheck (its gRPC
   // server setup, no actors, no log) under the same load.
