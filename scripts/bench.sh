@@ -84,7 +84,7 @@ run memory_bench ./build/memory_bench "${memory_args[@]}"
   echo "|---|---|---|---|---|"
   for f in "${out}"/*.txt; do
     run_of=$(basename "${f}" .txt | sed -n 's/.*-\([0-9]\)$/ (run \1)/p')
-    grep '^RESULT' "${f}" | while IFS=$'\t' read -r _ figure ours base ratio target; do
+    { grep '^RESULT' "${f}" || true; } | while IFS=$'\t' read -r _ figure ours base ratio target; do
       echo "| ${figure}${run_of} | ${ours} | ${base} | ${ratio} | ${target} |"
     done
   done
