@@ -14,25 +14,53 @@ trap 'rm -rf "${out}"' EXIT
 if [[ -n "${QUICK:-}" ]]; then
   journal_args=(--records 20000 --rounds 1)
   recovery_args=(--jobs 100 --samples 50 --cycles 5 --reports 20)
+  recovery_256_args=(--jobs 100 --samples 50 --cycles 5 --reports 20)
+  storm_args=(--jobs 100)
   startup_args=(--jobs 1000 --events 100000)
+  memory_args=(--jobs 1000 --settle 2)
+  step_args=(--large 2048 --min-seconds 0.2)
 else
   journal_args=()
   recovery_args=()
+  recovery_256_args=()
+  storm_args=()
   startup_args=()
+  memory_args=()
+  step_args=()
 fi
 
+# Output files sort in run order; a name ending in -N is the Nth run of a
+# benchmark, which its table rows say.
+n=0
 run() {
   local name=$1
   shift
+  n=$((n + 1))
   echo "== ${name}: $*"
-  "$@" 2>&1 | tee "${out}/${name}.txt"
+  "$@" 2>&1 | tee "${out}/$(printf '%02d' "${n}")-${name}.txt"
   echo
 }
-run journal_bench ./build/journal_bench "${journal_args[@]}"
-run recovery_bench ./build/recovery_bench "${recovery_args[@]}"
-if [[ -x ./build/startup_bench ]]; then
-  run startup_bench ./build/startup_bench "${startup_args[@]}"
-fi
+# The cheap ones run twice: two same-run ratios show how much they move.
+for i in 1 2; do
+  run "journal_bench-${i}" ./build/journal_bench "${journal_args[@]}"
+done
+for i in 1 2; do
+  run "recovery_bench-16ranks-${i}" ./build/recovery_bench "${recovery_args[@]}"
+done
+for i in 1 2; do
+  run "recovery_bench-256ranks-${i}" ./build/recovery_bench --ranks 256 \
+    "${recovery_256_args[@]}"
+done
+for i in 1 2; do
+  run "storm_bench-${i}" ./build/storm_bench "${storm_args[@]}"
+done
+for i in 1 2; do
+  run "step_bench-${i}" ./build/step_bench "${step_args[@]}"
+done
+# These two take minutes at full size: once (startup_bench takes the median
+# of its own start-ups).
+run startup_bench ./build/startup_bench "${startup_args[@]}"
+run memory_bench ./build/memory_bench "${memory_args[@]}"
 
 {
   echo "# Benchmarks"
@@ -54,8 +82,11 @@ fi
   echo
   echo "| figure | recoverd | baseline (same run) | ratio | design target |"
   echo "|---|---|---|---|---|"
-  grep -h '^RESULT' "${out}"/*.txt | while IFS=$'\t' read -r _ figure ours base ratio target; do
-    echo "| ${figure} | ${ours} | ${base} | ${ratio} | ${target} |"
+  for f in "${out}"/*.txt; do
+    run_of=$(basename "${f}" .txt | sed -n 's/.*-\([0-9]\)$/ (run \1)/p')
+    { grep '^RESULT' "${f}" || true; } | while IFS=$'\t' read -r _ figure ours base ratio target; do
+      echo "| ${figure}${run_of} | ${ours} | ${base} | ${ratio} | ${target} |"
+    done
   done
   echo
   echo "## What each figure measures"
@@ -63,30 +94,50 @@ fi
   echo "- Journal: 64 job-like writers append 187-byte records with sync=always;"
   echo "  the baseline writes the same records in WriteBatches of the journal's"
   echo "  mean batch size, each followed by a WAL sync."
-  echo "- Fault -> stop: ReportProcessFault returning at the agent to the agent's"
-  echo "  stream thread holding stopTrain (the signal may overtake the reply: 0)."
+  echo "- Fault -> stop: from the client's clock just before ReportProcessFault"
+  echo "  is sent to the agent's stream thread holding stopTrain (it includes the"
+  echo "  durable append of the fault), 1,000 subscribed jobs, every wait at 0;"
+  echo "  the baseline is one unary round trip to a trivial gRPC server (p99)."
   echo "- Recovery cycles and reports: in-process daemon on loopback, every wait at"
   echo "  0; reports are ReportProcessFault calls joining a running flow, one"
-  echo "  fsync'd event each. Client threads, gRPC, the actors and fsync share the"
-  echo "  same cores, so on 2 cores the ratio measures CPU cost per durable call"
-  echo "  more than fsync latency (recovery_bench --sync-batch shows the bound"
-  echo "  without fsync)."
+  echo "  fsync'd event each, on 16-rank jobs and on 256-rank jobs. Client"
+  echo "  threads, gRPC, the actors and fsync share the same cores, so on 2 cores"
+  echo "  the ratio measures CPU cost per durable call more than fsync latency"
+  echo "  (recovery_bench --sync-batch shows the bound without fsync)."
+  echo "- Fault storm: 1,000 jobs, each with a process manager of the agent"
+  echo "  library subscribed, every wait at 0; one ReportDeviceFaults puts a"
+  echo "  retry-class fault (80E01801) on every job. Timed from the call being"
+  echo "  sent until every agent holds stopTrain, and until every job is back in"
+  echo "  INIT with its outcome recorded (the managers answer stop, strategy and"
+  echo "  status themselves); baseline: as many unary round trips (1 and 4 per"
+  echo "  job) to a trivial gRPC server from 64 threads."
+  echo "- Job size: the pure core alone (decide, encode every event, apply; no"
+  echo "  actor, no journal), CPU time per step and encoded event bytes on a"
+  echo "  16,384-rank job (2048 pods x 8) vs a 16-rank job: an absorbed"
+  echo "  ReportProcessFault naming one rank, and the steps of a full recovery"
+  echo "  cycle; also the log bytes one full cycle writes."
   echo "- Restart: app::start on 10,000 jobs / 1,000,000 events (snapshots every"
-  echo "  20 events, the default) until every job is served, vs opening the same"
-  echo "  RocksDB and scanning every event and snapshot."
-  echo "- Memory: RSS growth with 10,000 registered idle jobs loaded, per job."
+  echo "  20 events, the default) until a client's ListJobs returns every job,"
+  echo "  vs opening the same RocksDB and reading what start-up reads (job ids,"
+  echo "  each job's latest snapshot and the events after it) on as many threads."
+  echo "- Memory: the daemon in its own process; RSS growth per job net of the"
+  echo "  empty daemon with 10,000 jobs put, agents initialised, registered and"
+  echo "  subscribed (10,000 open streams over 16 connections), and the slope"
+  echo "  from 5,000 to 10,000 jobs; startup_bench also shows replayed idle jobs"
+  echo "  without streams."
   echo
   echo "## How to reproduce"
   echo
   echo '```sh'
   echo "bash scripts/bench.sh"
-  echo "./build/journal_bench --help; ./build/recovery_bench --help; ./build/startup_bench --help"
+  echo "./build/journal_bench --help; ./build/recovery_bench --help; ./build/storm_bench --help"
+  echo "./build/step_bench --help; ./build/startup_bench --help; ./build/memory_bench --help"
   echo '```'
   echo
   echo "## Raw output"
   for f in "${out}"/*.txt; do
     echo
-    echo "### $(basename "${f}" .txt)"
+    echo "### $(basename "${f}" .txt | cut -d- -f2-)"
     echo
     echo '```'
     grep -v '^RESULT' "${f}"

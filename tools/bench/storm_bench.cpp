@@ -1,0 +1,378 @@
+// storm_bench: a fault storm (design §7: 1,000 jobs faulted at the same
+// moment by one ReportDeviceFaults all have stopTrain within 100 ms).
+//
+// An in-process daemon on loopback with every configured wait at 0; each
+// job has a process manager of the agent library (its agent stream and two
+// worker streams open; it answers stopTrain, globalFault and changeStrategy
+// itself). One Platform.ReportDeviceFaults call carries a snapshot with a
+// retry-class fault (80E01801, so every job starts a flow) for every job.
+// Timed from the client's clock just before the call: (1) every agent holds
+// stopTrain (its stream thread stamps the arrival), (2) every agent's status
+// report was answered, (3) every job is back in INIT (ListJobs), each job's
+// last outcome checked with GetJob. The baseline is the same number of unary
+// round trips to a trivial gRPC server, from as many client threads as the
+// daemon has jobs reporting at once (capped at 64), in the same run.
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <grpcpp/grpcpp.h>
+#include <unistd.h>
+
+#include "actors/error.hpp"
+#include "actors/log.hpp"
+#include "platform.grpc.pb.h"
+#include "process_manager.hpp"
+#include "services/app.hpp"
+#include "tools/bench/baseline.hpp"
+
+using namespace recoverd;
+using namespace recoverd::bench;
+namespace pb = recoverd::platform::v1;
+using clock_type = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr size_t devices_per_pod = 8;
+
+[[noreturn]] void die(const std::string& what) {
+  std::fprintf(stderr, "storm_bench: %s\n", what.c_str());
+  std::exit(1);
+}
+
+int64_t now_ns() {
+  return clock_type::now().time_since_epoch().count();
+}
+
+std::string job_name(size_t i) {
+  return "storm-" + std::to_string(i);
+}
+
+void put_job(pb::Platform::Stub& platform, const std::string& id,
+             size_t ranks) {
+  pb::PutJobRequest req;
+  auto* spec = req.mutable_spec();
+  spec->set_jobid(id);
+  spec->set_processrecoverenable(true);
+  // Step retry makes 80E01801 a retry fault: the fault center starts a flow
+  // (without it the job only gets preExitProcess).
+  spec->add_recoverstrategies("retry");
+  spec->add_recoverstrategies("recover");
+  for (size_t p = 0; p < ranks / devices_per_pod; ++p) {
+    auto* pod = spec->add_pods();
+    pod->set_podrank(static_cast<int32_t>(p));
+    pod->set_uid(id + "-" + std::to_string(p));
+    pod->set_nodename("node-" + std::to_string(p));
+    pod->set_running(true);
+    for (size_t d = 0; d < devices_per_pod; ++d) {
+      auto* dev = pod->add_devices();
+      dev->set_deviceid(std::to_string(d));
+      dev->set_rankid(std::to_string(p * devices_per_pod + d));
+    }
+  }
+  pb::PutJobResponse resp;
+  grpc::ClientContext c;
+  if (auto st = platform.PutJob(&c, req, &resp); !st.ok())
+    die("PutJob failed: " + st.error_message());
+}
+
+std::vector<pb::JobSummary> list_jobs(pb::Platform::Stub& platform) {
+  pb::ListJobsRequest req;
+  pb::ListJobsResponse resp;
+  grpc::ClientContext c;
+  c.set_deadline(std::chrono::system_clock::now() + 30s);
+  if (auto st = platform.ListJobs(&c, req, &resp); !st.ok())
+    die("ListJobs failed: " + st.error_message());
+  return {resp.jobs().begin(), resp.jobs().end()};
+}
+
+// Runs f(i) for i in [0, n) on `threads` threads.
+template <class F>
+void parallel_for(size_t n, size_t threads, F f) {
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> ts;
+  for (size_t t = 0; t < threads; ++t)
+    ts.emplace_back([&] {
+      for (auto i = next++; i < n; i = next++)
+        f(i);
+    });
+  for (auto& t : ts)
+    t.join();
+}
+
+// What each job's agent saw, stamped on the agent's threads.
+struct stamps {
+  std::atomic<int64_t> stopped{0};
+  std::atomic<int64_t> reported{0};
+};
+
+// The fault-center snapshot of every job: one retry-class fault on the
+// first device of the first pod (`faulty`), or no fault.
+pb::ReportDeviceFaultsRequest snapshot_of(size_t jobs, bool faulty) {
+  pb::ReportDeviceFaultsRequest req;
+  for (size_t i = 0; i < jobs; ++i) {
+    auto* j = req.add_jobs();
+    j->set_jobid(job_name(i));
+    j->set_healthstate(faulty ? "UnHealthy" : "Healthy");
+    if (faulty) {
+      auto* f = j->add_faults();
+      f->set_nodename("node-0");
+      f->set_deviceid("0");
+      f->add_faultcodes("80E01801");
+      f->set_faultlevel("RestartRequest");
+    }
+  }
+  return req;
+}
+
+void report_device_faults(pb::Platform::Stub& platform,
+                          const pb::ReportDeviceFaultsRequest& req) {
+  pb::ReportDeviceFaultsResponse resp;
+  grpc::ClientContext c;
+  c.set_deadline(std::chrono::system_clock::now() + 60s);
+  if (auto st = platform.ReportDeviceFaults(&c, req, &resp); !st.ok())
+    die("ReportDeviceFaults failed: " + st.error_message());
+  for (const auto& r : resp.results())
+    if (!r.accepted())
+      die("job " + r.jobid() + " refused the snapshot: " + r.error());
+}
+
+// Waits until `done()` or `limit` passes; false on time-out.
+template <class Done>
+bool wait_for(Done done, std::chrono::milliseconds limit,
+              std::chrono::microseconds poll = 500us) {
+  auto end = clock_type::now() + limit;
+  while (!done()) {
+    if (clock_type::now() > end)
+      return false;
+    std::this_thread::sleep_for(poll);
+  }
+  return true;
+}
+
+/// One storm's figures, in ms from the moment the call was sent.
+struct storm {
+  double returned = 0;
+  double first_stopped = 0;
+  double stopped_p50 = 0;
+  double all_stopped = 0;
+  double all_reported = 0;
+  double all_idle = 0;
+  std::map<std::string, size_t> outcomes;
+};
+
+} // namespace
+
+int main(int argc, char** argv) {
+  size_t jobs = 1000;
+  size_t ranks = 16;
+  size_t storms = 1;
+  size_t setup_threads = 16;
+  bool no_sync = false;
+  CLI::App cli{"storm_bench: one ReportDeviceFaults faulting every job -> "
+               "all stopped, all recovered"};
+  cli.add_option("--jobs", jobs, "jobs, each with a subscribed process "
+                                 "manager")
+    ->capture_default_str();
+  cli.add_option("--ranks", ranks, "ranks of every job (pods of 8 devices)")
+    ->capture_default_str();
+  cli.add_option("--storms", storms, "storms in a row (the median is the "
+                                     "result)")
+    ->capture_default_str();
+  cli.add_option("--setup-threads", setup_threads, "client threads setting "
+                                                   "the jobs up")
+    ->capture_default_str();
+  cli.add_flag("--sync-batch", no_sync,
+               "journal --sync batch instead of always");
+  CLI11_PARSE(cli, argc, argv);
+  if (jobs == 0 || storms == 0 || ranks < devices_per_pod
+      || ranks % devices_per_pod != 0) {
+    std::fprintf(stderr, "storm_bench: need jobs >= 1, storms >= 1 and "
+                         "ranks a multiple of 8\n");
+    return 2;
+  }
+  configure_logging("error", "text");
+  auto dir = std::filesystem::temp_directory_path()
+             / ("storm-bench-" + std::to_string(::getpid()));
+  app_options opts;
+  opts.listen = "127.0.0.1:0";
+  opts.data_dir = dir.string();
+  opts.registry.max_jobs = std::max<size_t>(jobs, opts.registry.max_jobs);
+  if (no_sync)
+    opts.journal.sync = sync_policy::batch;
+  opts.registry.job.waits = timeouts{};
+  auto& w = opts.registry.job.waits;
+  w.fault_flush = w.resource_release = w.hccl_convergence = w.restart_all
+    = 0ms;
+  w.keepalive = 60s;
+  auto daemon = app::start(opts);
+  if (!daemon)
+    die(message_of(daemon.error()));
+  auto address = (*daemon)->address();
+  auto platform = pb::Platform::NewStub(
+    grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+
+  std::printf("setting up %zu jobs of %zu ranks, each with a process manager "
+              "(agent stream + 2 worker streams) ...\n",
+              jobs, ranks);
+  std::fflush(stdout);
+  auto s0 = clock_type::now();
+  std::vector<stamps> seen(jobs);
+  std::vector<std::unique_ptr<agent::process_manager>> managers(jobs);
+  parallel_for(jobs, setup_threads, [&](size_t i) {
+    auto id = job_name(i);
+    put_job(*platform, id, ranks);
+    auto pm = std::make_unique<agent::process_manager>(
+      address, id, std::vector<std::string>{"retry", "recover"});
+    auto* x = &seen[i];
+    // The notes come from the manager's threads as things happen: "got
+    // stopTrain" on the stream thread before anything else is done with the
+    // signal, "reported <strategy> status 0" once recoverd answered.
+    pm->on_event([x](const std::string& line) {
+      if (line.rfind("got stopTrain", 0) == 0)
+        x->stopped = now_ns();
+      else if (line.rfind("reported ", 0) == 0
+               && line.find(" status 0") != std::string::npos)
+        x->reported = now_ns();
+    });
+    if (auto st = pm->start(); st.code() != 0)
+      die("job " + id + ": start failed: " + st.info());
+    managers[i] = std::move(pm);
+  });
+  if (!wait_for(
+        [&] {
+          auto xs = list_jobs(*platform);
+          return std::count_if(xs.begin(), xs.end(),
+                               [](const auto& x) { return x.subscribed(); })
+                 == static_cast<long>(jobs);
+        },
+        60s, 50ms))
+    die("not every agent subscribed within 60 s");
+  std::this_thread::sleep_for(500ms); // let the worker streams attach too
+  std::printf("set up in %.1f s\n",
+              std::chrono::duration<double>(clock_type::now() - s0).count());
+  std::fflush(stdout);
+
+  auto faulty = snapshot_of(jobs, true);
+  auto healthy = snapshot_of(jobs, false);
+  std::vector<storm> results;
+  for (size_t round = 0; round < storms; ++round) {
+    for (auto& x : seen) {
+      x.stopped = 0;
+      x.reported = 0;
+    }
+    storm r;
+    auto ms_since = [](int64_t t0, int64_t t) {
+      return static_cast<double>(t - t0) / 1e6;
+    };
+    auto t0 = now_ns();
+    report_device_faults(*platform, faulty);
+    r.returned = ms_since(t0, now_ns());
+    auto all = [&](auto field) {
+      return [&seen, field] {
+        return std::all_of(seen.begin(), seen.end(), [field](const stamps& x) {
+          return (x.*field).load() != 0;
+        });
+      };
+    };
+    if (!wait_for(all(&stamps::stopped), 60s))
+      die("not every agent got stopTrain within 60 s");
+    std::vector<double> stopped;
+    for (const auto& x : seen)
+      stopped.push_back(ms_since(t0, x.stopped.load()));
+    r.first_stopped = percentile(stopped, 0);
+    r.stopped_p50 = percentile(stopped, 0.5);
+    r.all_stopped = percentile(stopped, 1);
+    if (!wait_for(all(&stamps::reported), 120s))
+      die("not every agent's status report was answered within 120 s");
+    int64_t last = 0;
+    for (const auto& x : seen)
+      last = std::max(last, x.reported.load());
+    r.all_reported = ms_since(t0, last);
+    // Polled only now, so that the polling does not slow the storm.
+    if (!wait_for(
+          [&] {
+            auto xs = list_jobs(*platform);
+            return std::all_of(xs.begin(), xs.end(), [](const auto& x) {
+              return x.recoverystate() == "INIT";
+            });
+          },
+          60s, 1ms))
+      die("not every job was back in INIT within 60 s");
+    r.all_idle = ms_since(t0, now_ns());
+    for (size_t i = 0; i < jobs; ++i) {
+      pb::JobRef ref;
+      ref.set_jobid(job_name(i));
+      pb::JobStatus st;
+      grpc::ClientContext c;
+      if (!platform->GetJob(&c, ref, &st).ok())
+        die("GetJob failed");
+      ++r.outcomes[st.lastoutcome().empty() ? "(none)" : st.lastoutcome()];
+    }
+    std::string outcomes;
+    for (const auto& [name, n] : r.outcomes)
+      outcomes += (outcomes.empty() ? "" : ", ") + name + " x"
+                  + std::to_string(n);
+    std::printf("storm %zu: ReportDeviceFaults for %zu jobs returned after "
+                "%.1f ms; stopTrain at the agents: first %.1f ms, p50 %.1f "
+                "ms, all %.1f ms (design target <= 100 ms); every status "
+                "report answered %.1f ms; every job back in INIT %.1f ms "
+                "(outcomes: %s)\n",
+                round + 1, jobs, r.returned, r.first_stopped, r.stopped_p50,
+                r.all_stopped, r.all_reported, r.all_idle, outcomes.c_str());
+    std::fflush(stdout);
+    if (r.outcomes.size() != 1 || r.outcomes.count("(none)") > 0)
+      die("not every job ended its flow the same way: " + outcomes);
+    results.push_back(std::move(r));
+    // Clear the faults: a fault that persists is raised only once.
+    report_device_faults(*platform, healthy);
+    std::this_thread::sleep_for(200ms);
+  }
+  auto median = [&](double storm::*field) {
+    std::vector<double> xs;
+    for (const auto& r : results)
+      xs.push_back(r.*field);
+    return percentile(xs, 0.5);
+  };
+  auto stopped = median(&storm::all_stopped);
+  auto idle = median(&storm::all_idle);
+  // Baseline: a stop is at least one message to each agent, a recovery at
+  // least the agents' 3 reports and 3 signals: the same number of unary
+  // round trips to a trivial server, from up to 64 threads.
+  auto concurrency = std::min<size_t>(jobs, 64);
+  auto stop_base = echo_seconds(jobs, concurrency) * 1000;
+  auto cycle_base = echo_seconds(jobs * 4, concurrency) * 1000;
+  std::printf("baseline: %zu unary round trips to a trivial gRPC server (%zu "
+              "threads) %.1f ms; %zu (4 per job, as a recovery cycle's 4 "
+              "RPCs) %.1f ms\n",
+              jobs, concurrency, stop_base, jobs * 4, cycle_base);
+  std::printf("ratio all stopped / %zu round trips: %.1f; all recovered / "
+              "%zu round trips: %.1f; all stopped vs the 100 ms target: %.1fx\n",
+              jobs, stopped / stop_base, jobs * 4, idle / cycle_base,
+              stopped / 100);
+  // Machine-readable lines for scripts/bench.sh (BENCHMARKS.md).
+  std::printf("RESULT\tFault storm: one ReportDeviceFaults faulting %zu "
+              "subscribed jobs -> every agent has stopTrain\t%.0f ms\t%.0f ms "
+              "(%zu unary round trips to a trivial gRPC server)\t%.1f\t"
+              "<= 100 ms\n",
+              jobs, stopped, stop_base, jobs, stopped / stop_base);
+  std::printf("RESULT\tFault storm: ... -> every job recovered (back in INIT, "
+              "outcome recorded)\t%.0f ms\t%.0f ms (%zu unary round trips to "
+              "a trivial gRPC server)\t%.1f\t(compared, no target)\n",
+              idle, cycle_base, jobs * 4, idle / cycle_base);
+  std::fflush(stdout);
+  managers.clear();
+  (*daemon)->stop();
+  std::filesystem::remove_all(dir);
+  return 0;
+}
