@@ -48,15 +48,15 @@ wire_faults(const job_spec& spec, const rank_index& ranks, bool retry_allowed,
 
 bool provoked_by_stress(const std::string& code) {
   return code.find("80818C05") != std::string::npos
-         || code.find("80818C06") != std::string::npos;
+    || code.find("80818C06") != std::string::npos;
 }
 
 // The faults a running stress test provokes on the stressed nodes
 // (80818C05, 80818C06) are not faults (reference §9.2 step 4.1).
-std::vector<device_fault> without_stress_codes(const recovery& rec,
-                                               const job_spec& spec,
-                                               const rank_index& ranks,
-                                               std::vector<device_fault> faults) {
+std::vector<device_fault>
+without_stress_codes(const recovery& rec, const job_spec& spec,
+                     const rank_index& ranks,
+                     std::vector<device_fault> faults) {
   std::set<std::string> nodes;
   for (const auto& [rank, ops] : rec.stress_params)
     if (const auto* place = ranks.find(rank))
@@ -66,8 +66,9 @@ std::vector<device_fault> without_stress_codes(const recovery& rec,
     if (nodes.count(f.node_name) > 0) {
       auto& codes = f.fault_codes;
       auto had = codes.size();
-      codes.erase(std::remove_if(codes.begin(), codes.end(), provoked_by_stress),
-                  codes.end());
+      codes.erase(
+        std::remove_if(codes.begin(), codes.end(), provoked_by_stress),
+        codes.end());
       if (had > 0 && codes.empty())
         continue;
     }
@@ -78,11 +79,9 @@ std::vector<device_fault> without_stress_codes(const recovery& rec,
 
 } // namespace
 
-expected<flow_event>
-classify_process_fault(const recovery& current, const job_spec& spec,
-                       const init_config& init,
-                       const std::vector<fault_rank>& faults,
-                       const rank_index* ranks) {
+expected<flow_event> classify_process_fault(
+  const recovery& current, const job_spec& spec, const init_config& init,
+  const std::vector<fault_rank>& faults, const rank_index* ranks) {
   rank_index local;
   if (ranks == nullptr) {
     local = rank_index{spec};

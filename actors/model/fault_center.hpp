@@ -17,11 +17,9 @@ namespace recoverd {
 /// (retry faults of a job without step retry: tell the agent, start
 /// nothing). Fails on an unknown rank or fault type, naming the field.
 /// @param ranks The job's rank index; built from `spec` when null.
-[[nodiscard]] expected<flow_event>
-classify_process_fault(const recovery& current, const job_spec& spec,
-                       const init_config& init,
-                       const std::vector<fault_rank>& faults,
-                       const rank_index* ranks = nullptr);
+[[nodiscard]] expected<flow_event> classify_process_fault(
+  const recovery& current, const job_spec& spec, const init_config& init,
+  const std::vector<fault_rank>& faults, const rank_index* ranks = nullptr);
 
 /// The fault-center path (reference §4.1): the faults of `after` that were
 /// not in `before` (a fault that persists is not raised again; one that

@@ -16,9 +16,9 @@ std::string reset_document(const std::string& op,
       if (i > 0)
         out += ',';
       out += "{\"RankId\":" + std::to_string(ranks[i])
-             + ",\"LogicId\":0,\"Status\":\"fault\",\"Policy\":\"\","
-               "\"InitialPolicy\":\"\",\"ErrorCode\":null,"
-               "\"ErrorCodeHex\":\"\"}";
+        + ",\"LogicId\":0,\"Status\":\"fault\",\"Policy\":\"\","
+          "\"InitialPolicy\":\"\",\"ErrorCode\":null,"
+          "\"ErrorCodeHex\":\"\"}";
     }
   out += "],\"UpdateTime\":" + std::to_string(update_time_s);
   out += ",\"RetryTime\":" + std::to_string(retry_time);

@@ -25,7 +25,8 @@ const pod* rank_index::find_pod(const job_spec& spec, int32_t pod_rank) const {
   return &spec.pods[i->second];
 }
 
-const std::vector<uint32_t>& rank_index::pods_on(const std::string& node) const {
+const std::vector<uint32_t>&
+rank_index::pods_on(const std::string& node) const {
   static const std::vector<uint32_t> none;
   auto i = by_node_.find(node);
   return i == by_node_.end() ? none : i->second;

@@ -45,7 +45,8 @@ constexpr std::array state_names = {
   "WaitStressTestFinishedState",
 };
 static_assert(state_names.size()
-              == static_cast<size_t>(flow_state::wait_stress_test_finished) + 1);
+              == static_cast<size_t>(flow_state::wait_stress_test_finished)
+                + 1);
 
 constexpr std::array event_names = {
   "",
@@ -143,13 +144,10 @@ std::optional<Enum> parse(std::string_view x, const Names& names) {
 stress_verdict verdict_of(stress_code x) {
   switch (x) {
     case stress_code::passed:
-    case stress_code::not_run:
-      return stress_verdict::pass;
-    case stress_code::isolate_node:
-      return stress_verdict::isolate_node;
+    case stress_code::not_run: return stress_verdict::pass;
+    case stress_code::isolate_node: return stress_verdict::isolate_node;
     case stress_code::rank_fault:
-    case stress_code::voltage_fault:
-      return stress_verdict::fault_rank;
+    case stress_code::voltage_fault: return stress_verdict::fault_rank;
   }
   return stress_verdict::fault_rank;
 }

@@ -58,33 +58,42 @@ flow_event on_scale_running(ctx& c) {
 const std::vector<rule>& dp_scale_rules() {
   static const std::vector<rule> table = {
     {st::notify_decided_strategy, ev::notify_scale_in_success,
-     st::wait_scale_in_isolate, on_wait_report},                                         // R25
-    {st::wait_process_recover_status, ev::need_try_scale_in, st::notify_scale_in,
-     on_notify_scale_in},                                                            // R31
-    {st::notify_scale_in, ev::notify_scale_in_success, st::wait_scale_in_isolate,
-     on_wait_report},
+     st::wait_scale_in_isolate, on_wait_report}, // R25
+    {st::wait_process_recover_status, ev::need_try_scale_in,
+     st::notify_scale_in, on_notify_scale_in}, // R31
+    {st::notify_scale_in, ev::notify_scale_in_success,
+     st::wait_scale_in_isolate, on_wait_report},
     {st::notify_scale_in, ev::notify_fail, st::fault_clear, on_fault_clear},
     {st::wait_scale_in_isolate, ev::receive_report, st::check_scale_in_isolate,
      on_check_scale_in_isolate},
-    {st::wait_scale_in_isolate, ev::receive_timeout, st::notify_decided_strategy, on_decide},
+    {st::wait_scale_in_isolate, ev::receive_timeout,
+     st::notify_decided_strategy, on_decide},
     {st::check_scale_in_isolate, ev::notify_fault_nodes_exit_success,
      st::wait_scale_in_status, on_wait_report},
-    {st::check_scale_in_isolate, ev::notify_fail, st::notify_decided_strategy, on_decide},
-    {st::check_scale_in_isolate, ev::recover_fail, st::notify_decided_strategy, on_decide},
+    {st::check_scale_in_isolate, ev::notify_fail, st::notify_decided_strategy,
+     on_decide},
+    {st::check_scale_in_isolate, ev::recover_fail, st::notify_decided_strategy,
+     on_decide},
     {st::check_scale_in_isolate, ev::scale_in_success, st::scale_running,
-     on_scale_running},                                                              // fix of §15.5
-    {st::wait_scale_in_status, ev::receive_report, st::check_recover_result, on_check_result},
-    {st::wait_scale_in_status, ev::receive_timeout, st::fault_clear, on_fault_clear},
-    {st::check_recover_result, ev::scale_in_success, st::scale_running, on_scale_running},
+     on_scale_running}, // fix of §15.5
+    {st::wait_scale_in_status, ev::receive_report, st::check_recover_result,
+     on_check_result},
+    {st::wait_scale_in_status, ev::receive_timeout, st::fault_clear,
+     on_fault_clear},
+    {st::check_recover_result, ev::scale_in_success, st::scale_running,
+     on_scale_running},
     {st::check_recover_result, ev::scale_out_success, st::init, on_reset},
     {st::scale_running, ev::scale_check, st::scale_running, on_scale_running},
     {st::scale_running, ev::notify_scale_out_success, st::wait_scale_out_status,
      on_wait_report},
-    {st::scale_running, ev::fault_occur, st::notify_stop_train, on_notify_stop_train},
+    {st::scale_running, ev::fault_occur, st::notify_stop_train,
+     on_notify_stop_train},
     {st::scale_running, ev::finish, st::init, on_reset},
     {st::scale_running, ev::notify_fail, st::scale_running, on_scale_running},
-    {st::wait_scale_out_status, ev::receive_report, st::check_recover_result, on_check_result},
-    {st::wait_scale_out_status, ev::receive_timeout, st::fault_clear, on_fault_clear},
+    {st::wait_scale_out_status, ev::receive_report, st::check_recover_result,
+     on_check_result},
+    {st::wait_scale_out_status, ev::receive_timeout, st::fault_clear,
+     on_fault_clear},
   };
   return table;
 }

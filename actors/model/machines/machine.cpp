@@ -35,8 +35,8 @@ std::vector<std::string> decimal(const std::set<int32_t>& xs) {
 
 bool job_running(const job_spec& spec) {
   return !spec.pods.empty()
-         && std::all_of(spec.pods.begin(), spec.pods.end(),
-                        [](const pod& p) { return p.running; });
+    && std::all_of(spec.pods.begin(), spec.pods.end(),
+                   [](const pod& p) { return p.running; });
 }
 
 int64_t rank_number(const std::string& rank) {
@@ -64,12 +64,12 @@ std::string platform_strategy(const job_spec& spec) {
 
 bool usable_platform_strategy(const std::string& plat) {
   return plat == "retry" || plat == "recover" || plat == "dump"
-         || plat == "exit";
+    || plat == "exit";
 }
 
 bool supports_retry(const job_spec& spec, const init_config& init) {
   return contains_strategy(init, "retry")
-         && platform_allows(spec, init, "retry");
+    && platform_allows(spec, init, "retry");
 }
 
 bool is_dump_only(const job_spec& spec, const init_config& init) {
@@ -115,7 +115,7 @@ bool ctx::support_recover() const {
 
 bool ctx::support_restart_in_place() const {
   return rec.restart_in_place && configured("recover-in-place")
-         && agent("recover") && plat_allows("recover");
+    && agent("recover") && plat_allows("recover");
 }
 
 bool ctx::support_dump() const {
@@ -233,15 +233,15 @@ void ctx::write_reset(const std::string& op) {
       numbers.push_back(rank_number(r));
   if (op == "restartAllProcess")
     ++rec.retry_time;
-  rec.reset_json = reset_document(op, numbers, in.now_ms / 1000,
-                                  rec.retry_time, restart);
+  rec.reset_json
+    = reset_document(op, numbers, in.now_ms / 1000, rec.retry_time, restart);
   rec.reset_check = sha256_hex(rec.reset_json);
 }
 
 void ctx::merge(const std::vector<fault_rank>& faults) {
   for (const auto& f : faults) {
-    auto type = fault_type_from_string(f.fault_type)
-                  .value_or(fault_type::normal);
+    auto type
+      = fault_type_from_string(f.fault_type).value_or(fault_type::normal);
     auto [i, added] = rec.faults.emplace(f.rank_id, type);
     if (!added && type == fault_type::normal)
       i->second = type;

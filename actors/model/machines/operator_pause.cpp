@@ -36,8 +36,8 @@ flow_event on_om_kill(ctx& c) {
   const auto& path = c.out.path;
   auto from = path.size() >= 2 ? path[path.size() - 2] : st::init;
   bool failed = c.in.name == ev::receive_report && c.in.report.code == 499;
-  std::string what = c.rec.om == om_kind::stress ? "stress test failed"
-                                                 : "switch nic failed";
+  std::string what
+    = c.rec.om == om_kind::stress ? "stress test failed" : "switch nic failed";
   std::string msg = "om failed, send signal failed";
   if (from == st::wait_pause_complete)
     msg = failed ? "om failed, pause train failed" : "pause train timeout";
@@ -47,7 +47,7 @@ flow_event on_om_kill(ctx& c) {
     msg = "send stress test signal failed, please check manually";
   else if (from == st::wait_continue_train)
     msg = what
-          + (failed ? ", continue train failed" : ", continue train timeout");
+      + (failed ? ", continue train failed" : ", continue train timeout");
   om_say(c, msg, true);
   return on_kill_job(c);
 }

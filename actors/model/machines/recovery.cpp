@@ -29,9 +29,9 @@ flow_event on_plat_strategy_check(ctx& c) {
   }
   if (c.in.now_ms >= c.rec.wait_until_ms)
     return ev::wait_plat_strategy_timeout;
-  return c.arm(std::min(c.waits.poll,
-                        millis{c.rec.wait_until_ms - c.in.now_ms}),
-               ev::plat_strategy_check);
+  return c.arm(
+    std::min(c.waits.poll, millis{c.rec.wait_until_ms - c.in.now_ms}),
+    ev::plat_strategy_check);
 }
 
 // R1: a fault starts a flow.
@@ -67,8 +67,8 @@ flow_event on_flush(ctx& c) {
     }
     both_retry_types = zero && two;
   }
-  bool last_retry = !c.rec.results.empty()
-                    && c.rec.results.back().strategy == "retry";
+  bool last_retry
+    = !c.rec.results.empty() && c.rec.results.back().strategy == "retry";
   if (last_retry || c.has_normal() || !c.support_retry() || both_retry_types)
     c.retry_to_normal();
   if (c.has_retry() && !c.has_normal() && c.configured("retry"))
@@ -262,16 +262,18 @@ flow_event on_kill_pod_for_retry(ctx& c) {
 // R22: waiting for the recover result while pods are rescheduled.
 flow_event on_wait_recover(ctx& c) {
   c.rec.wait_until_ms = c.in.now_ms + c.waits.reschedule.count();
-  c.rec.deadline_ms = c.in.now_ms + std::max<int64_t>(1, std::min(
-                                                     c.waits.report.count(),
-                                                     c.waits.reschedule.count()));
+  c.rec.deadline_ms
+    = c.in.now_ms
+    + std::max<int64_t>(
+        1, std::min(c.waits.report.count(), c.waits.reschedule.count()));
   c.rec.deadline_event = ev::reschedule_check;
   return {};
 }
 
 flow_event on_reschedule_check(ctx& c) {
-  if (c.pods_rescheduled() || (c.rec.restart_in_place && job_running(c.spec)
-                               && c.must_exit_pods().empty())) {
+  if (c.pods_rescheduled()
+      || (c.rec.restart_in_place && job_running(c.spec)
+          && c.must_exit_pods().empty())) {
     c.write_reset("clear");
     c.rec.wait_until_ms = 0;
     return c.wait_report();
@@ -297,9 +299,9 @@ flow_event on_schedule_check(ctx& c) {
     return ev::schedule_success;
   if (c.in.now_ms >= c.rec.wait_until_ms)
     return job_running(c.spec) ? ev::schedule_success : ev::schedule_timeout;
-  return c.arm(std::min(c.waits.poll,
-                        millis{c.rec.wait_until_ms - c.in.now_ms}),
-               ev::schedule_check);
+  return c.arm(
+    std::min(c.waits.poll, millis{c.rec.wait_until_ms - c.in.now_ms}),
+    ev::schedule_check);
 }
 
 // R40
@@ -323,8 +325,9 @@ flow_event on_fault_retry(ctx& c) {
   sig.node_rank_ids = c.fault_pod_list();
   c.out.side_signals.push_back(std::move(sig));
   c.rec.wait_until_ms = c.in.now_ms + c.waits.job_fallback.count();
-  return c.arm(std::max(millis{1}, std::min(c.waits.poll, c.waits.job_fallback)),
-               ev::fallback_check);
+  return c.arm(
+    std::max(millis{1}, std::min(c.waits.poll, c.waits.job_fallback)),
+    ev::fallback_check);
 }
 
 flow_event on_fallback_check(ctx& c) {
@@ -334,10 +337,10 @@ flow_event on_fallback_check(ctx& c) {
   }
   if (c.in.now_ms >= c.rec.wait_until_ms)
     return ev::schedule_timeout;
-  return c.arm(std::max(millis{1},
-                        std::min(c.waits.poll,
-                                 millis{c.rec.wait_until_ms - c.in.now_ms})),
-               ev::fallback_check);
+  return c.arm(
+    std::max(millis{1},
+             std::min(c.waits.poll, millis{c.rec.wait_until_ms - c.in.now_ms})),
+    ev::fallback_check);
 }
 
 } // namespace
@@ -482,8 +485,8 @@ flow_event on_kill_job(ctx& c) {
   c.rec.outbox = std::move(sig);
   // The reference gives up on a killMaster nobody takes after 60 s and ends
   // the flow anyway.
-  c.rec.deadline_ms = c.in.now_ms
-                      + std::max<int64_t>(1, c.waits.notify.count());
+  c.rec.deadline_ms
+    = c.in.now_ms + std::max<int64_t>(1, c.waits.notify.count());
   c.rec.deadline_event = ev::finish;
   return {};
 }
@@ -492,8 +495,8 @@ flow_event on_kill_job(ctx& c) {
 flow_event on_reset(ctx& c) {
   auto& r = c.rec;
   // The state the flow ended from tells how it ended.
-  auto from = c.out.path.size() >= 2 ? c.out.path[c.out.path.size() - 2]
-                                     : st::init;
+  auto from
+    = c.out.path.size() >= 2 ? c.out.path[c.out.path.size() - 2] : st::init;
   auto status = c.out.annotations.find("ProcessRecoverStatus");
   if (from == st::notify_kill_job)
     r.last_outcome = "killed";
@@ -531,7 +534,8 @@ flow_event on_reset(ctx& c) {
   r.health = "Healthy";
   // Fix of reference §15.9: the confirm list of a finished round is removed,
   // so the next round is not blocked by it.
-  if (c.init.platform_mode && c.spec.annotations.count("ProcessConfirmFault") > 0)
+  if (c.init.platform_mode
+      && c.spec.annotations.count("ProcessConfirmFault") > 0)
     c.out.removed_annotations.push_back("ProcessConfirmFault");
   c.write_reset("clear");
   return {};
@@ -539,85 +543,113 @@ flow_event on_reset(ctx& c) {
 
 const std::vector<rule>& recovery_rules() {
   static const std::vector<rule> table = {
-    {st::init, ev::fault_occur, st::notify_wait_fault_flushing, on_fault_occur},                // R1
-    {st::notify_wait_fault_flushing, ev::plat_strategy_check, st::notify_wait_fault_flushing,
-     on_plat_strategy_check},                                                        // R1 A
+    {st::init, ev::fault_occur, st::notify_wait_fault_flushing,
+     on_fault_occur}, // R1
+    {st::notify_wait_fault_flushing, ev::plat_strategy_check,
+     st::notify_wait_fault_flushing, on_plat_strategy_check}, // R1 A
     {st::notify_wait_fault_flushing, ev::notify_finish, st::notify_stop_train,
-     on_notify_stop_train},                                                          // R2
-    {st::notify_wait_fault_flushing, ev::wait_plat_strategy_timeout, st::fault_retry,
-     on_fault_retry},                                                                // R3
-    {st::notify_wait_fault_flushing, ev::dump_for_fault, st::notify_dump, on_notify_dump},      // R4
-    {st::notify_wait_fault_flushing, ev::notify_fail, st::notify_kill_job, on_kill_job},       // R5
-    {st::notify_stop_train, ev::notify_success, st::wait_stop_complete, on_wait_report},       // R6
-    {st::notify_stop_train, ev::notify_fail, st::fault_clear, on_fault_clear},                 // R7
-    {st::notify_dump, ev::notify_success, st::wait_dump_status, on_wait_report},          // R8
-    {st::notify_dump, ev::notify_fail, st::fault_clear, on_fault_clear},                       // R9
-    {st::wait_stop_complete, ev::receive_report, st::wait_fault_flush_finished, on_flush},     // R10
-    {st::wait_stop_complete, ev::receive_timeout, st::fault_clear, on_fault_clear},            // R11
-    {st::wait_stop_complete, ev::process_not_ready, st::notify_kill_job, on_kill_job},     // R12
+     on_notify_stop_train}, // R2
+    {st::notify_wait_fault_flushing, ev::wait_plat_strategy_timeout,
+     st::fault_retry, on_fault_retry}, // R3
+    {st::notify_wait_fault_flushing, ev::dump_for_fault, st::notify_dump,
+     on_notify_dump}, // R4
+    {st::notify_wait_fault_flushing, ev::notify_fail, st::notify_kill_job,
+     on_kill_job}, // R5
+    {st::notify_stop_train, ev::notify_success, st::wait_stop_complete,
+     on_wait_report}, // R6
+    {st::notify_stop_train, ev::notify_fail, st::fault_clear,
+     on_fault_clear}, // R7
+    {st::notify_dump, ev::notify_success, st::wait_dump_status,
+     on_wait_report},                                                    // R8
+    {st::notify_dump, ev::notify_fail, st::fault_clear, on_fault_clear}, // R9
+    {st::wait_stop_complete, ev::receive_report, st::wait_fault_flush_finished,
+     on_flush}, // R10
+    {st::wait_stop_complete, ev::receive_timeout, st::fault_clear,
+     on_fault_clear}, // R11
+    {st::wait_stop_complete, ev::process_not_ready, st::notify_kill_job,
+     on_kill_job}, // R12
     {st::wait_fault_flush_finished, ev::flush_finished, st::notify_global_fault,
-     on_global_fault},                                                               // R13
+     on_global_fault}, // R13
     {st::notify_global_fault, ev::resource_released, st::notify_global_fault,
-     on_resource_released},                                                          // R13 (wait)
-    {st::notify_global_fault, ev::notify_success, st::wait_recover_strategy, on_wait_report},  // R14
-    {st::notify_global_fault, ev::notify_fail, st::notify_kill_job, on_kill_job},              // R15
+     on_resource_released}, // R13 (wait)
+    {st::notify_global_fault, ev::notify_success, st::wait_recover_strategy,
+     on_wait_report}, // R14
+    {st::notify_global_fault, ev::notify_fail, st::notify_kill_job,
+     on_kill_job}, // R15
     {st::notify_global_fault, ev::in_place_checked, st::notify_global_fault,
-     on_in_place_checked},                                                           // §5.4 step 3
+     on_in_place_checked}, // §5.4 step 3
     {st::notify_global_fault, ev::result_fault_check, st::notify_global_fault,
-     on_result_fault_check},                                                         // §7 round
-    {st::notify_global_fault, ev::confirm_fault_timeout,
-     st::fault_retry, on_fault_retry},                                                   // R16
-    {st::wait_recover_strategy, ev::receive_report, st::notify_decided_strategy, on_decide},   // R17
-    {st::wait_recover_strategy, ev::receive_timeout, st::fault_clear, on_fault_clear},         // R18
-    {st::notify_decided_strategy, ev::hccl_converged, st::notify_decided_strategy,
-     on_hccl_converged},                                                             // R17 (wait)
-    {st::notify_decided_strategy, ev::notify_fail, st::fault_clear, on_fault_clear},           // R19
-    {st::notify_decided_strategy, ev::notify_retry_strategy_success, st::wait_step_retry_status,
-     on_wait_report},                                                                // R21
+     on_result_fault_check}, // §7 round
+    {st::notify_global_fault, ev::confirm_fault_timeout, st::fault_retry,
+     on_fault_retry}, // R16
+    {st::wait_recover_strategy, ev::receive_report, st::notify_decided_strategy,
+     on_decide}, // R17
+    {st::wait_recover_strategy, ev::receive_timeout, st::fault_clear,
+     on_fault_clear}, // R18
+    {st::notify_decided_strategy, ev::hccl_converged,
+     st::notify_decided_strategy, on_hccl_converged}, // R17 (wait)
+    {st::notify_decided_strategy, ev::notify_fail, st::fault_clear,
+     on_fault_clear}, // R19
+    {st::notify_decided_strategy, ev::notify_retry_strategy_success,
+     st::wait_step_retry_status, on_wait_report}, // R21
     {st::notify_decided_strategy, ev::notify_recover_strategy_success,
-     st::wait_process_recover_status, on_wait_recover},                                  // R22
-    {st::notify_decided_strategy, ev::notify_dump_strategy_success, st::wait_dump_status,
-     on_wait_report},                                                           // R23
-    {st::notify_decided_strategy, ev::notify_exit_strategy_success, st::check_recover_result,
-     on_check_result},                                                               // R24
+     st::wait_process_recover_status, on_wait_recover}, // R22
+    {st::notify_decided_strategy, ev::notify_dump_strategy_success,
+     st::wait_dump_status, on_wait_report}, // R23
+    {st::notify_decided_strategy, ev::notify_exit_strategy_success,
+     st::check_recover_result, on_check_result}, // R24
     {st::wait_step_retry_status, ev::receive_report, st::check_recover_result,
-     on_check_result},                                                               // R26
-    {st::wait_step_retry_status, ev::receive_timeout, st::fault_retry, on_fault_retry},        // R27
-    {st::wait_process_recover_status, ev::receive_report, st::check_recover_result,
-     on_check_result},                                                               // R28
-    {st::wait_process_recover_status, ev::reschedule_check, st::wait_process_recover_status,
-     on_reschedule_check},                                                           // R22 (watcher)
-    {st::wait_process_recover_status, ev::schedule_timeout, st::fault_clear, on_fault_clear},  // R29
-    {st::wait_process_recover_status, ev::receive_timeout, st::fault_clear, on_fault_clear},   // R29
-    {st::wait_dump_status, ev::receive_report, st::check_recover_result, on_check_result},     // R32
-    {st::wait_dump_status, ev::receive_timeout, st::fault_clear, on_fault_clear},              // R33
-    {st::check_recover_result, ev::recover_success, st::init, on_reset},                       // R34
-    {st::check_recover_result, ev::recover_fail, st::notify_decided_strategy, on_decide},      // R35
-    {st::check_recover_result, ev::recoverable_retry_error, st::wait_fault_flush_finished,
-     on_flush},                                                                      // R36
+     on_check_result}, // R26
+    {st::wait_step_retry_status, ev::receive_timeout, st::fault_retry,
+     on_fault_retry}, // R27
+    {st::wait_process_recover_status, ev::receive_report,
+     st::check_recover_result, on_check_result}, // R28
+    {st::wait_process_recover_status, ev::reschedule_check,
+     st::wait_process_recover_status, on_reschedule_check}, // R22 (watcher)
+    {st::wait_process_recover_status, ev::schedule_timeout, st::fault_clear,
+     on_fault_clear}, // R29
+    {st::wait_process_recover_status, ev::receive_timeout, st::fault_clear,
+     on_fault_clear}, // R29
+    {st::wait_dump_status, ev::receive_report, st::check_recover_result,
+     on_check_result}, // R32
+    {st::wait_dump_status, ev::receive_timeout, st::fault_clear,
+     on_fault_clear},                                                    // R33
+    {st::check_recover_result, ev::recover_success, st::init, on_reset}, // R34
+    {st::check_recover_result, ev::recover_fail, st::notify_decided_strategy,
+     on_decide}, // R35
+    {st::check_recover_result, ev::recoverable_retry_error,
+     st::wait_fault_flush_finished, on_flush}, // R36
     {st::check_recover_result, ev::unrecoverable_retry_error,
-     st::kill_pod_for_unrecoverable_retry, on_kill_pod_for_retry},                       // R37
+     st::kill_pod_for_unrecoverable_retry, on_kill_pod_for_retry}, // R37
     {st::check_recover_result, ev::check_finish, st::listen_schedule_result,
-     on_listen_schedule},                                                            // R38
-    {st::kill_pod_for_unrecoverable_retry, ev::finish_kill_pod, st::notify_decided_strategy,
-     on_decide},                                                                     // R39
+     on_listen_schedule}, // R38
+    {st::kill_pod_for_unrecoverable_retry, ev::finish_kill_pod,
+     st::notify_decided_strategy, on_decide}, // R39
     {st::listen_schedule_result, ev::schedule_check, st::listen_schedule_result,
-     on_schedule_check},                                                             // R38 (poll)
-    {st::listen_schedule_result, ev::schedule_success, st::notify_restart_all_process,
-     on_restart_all},                                                                // R40
-    {st::listen_schedule_result, ev::schedule_timeout, st::fault_clear, on_fault_clear},       // R40
-    {st::notify_restart_all_process, ev::notify_success, st::wait_restart_all_process,
-     on_wait_restart_all},                                                           // R40b
-    {st::notify_restart_all_process, ev::notify_fail, st::fault_clear, on_fault_clear},        // R40b
-    {st::wait_restart_all_process, ev::restart_finish, st::fault_clear, on_fault_clear},       // R40c
-    {st::fault_clear, ev::clear_success, st::fault_retry, on_fault_retry},                     // R41
-    {st::fault_clear, ev::clear_fail, st::notify_kill_job, on_kill_job},                       // R41
-    {st::fault_retry, ev::fallback_check, st::fault_retry, on_fallback_check},                 // R43 (poll)
-    {st::fault_retry, ev::finish, st::init, on_reset},                                        // R44
-    {st::fault_retry, ev::change_switch_pause_error, st::notify_kill_job, on_kill_job},          // R44
-    {st::fault_retry, ev::change_switch_enable_error, st::notify_kill_job, on_kill_job},         // R44
-    {st::fault_retry, ev::schedule_timeout, st::notify_kill_job, on_kill_job},                 // R44
-    {st::notify_kill_job, ev::finish, st::init, on_reset},                                    // R46
+     on_schedule_check}, // R38 (poll)
+    {st::listen_schedule_result, ev::schedule_success,
+     st::notify_restart_all_process, on_restart_all}, // R40
+    {st::listen_schedule_result, ev::schedule_timeout, st::fault_clear,
+     on_fault_clear}, // R40
+    {st::notify_restart_all_process, ev::notify_success,
+     st::wait_restart_all_process, on_wait_restart_all}, // R40b
+    {st::notify_restart_all_process, ev::notify_fail, st::fault_clear,
+     on_fault_clear}, // R40b
+    {st::wait_restart_all_process, ev::restart_finish, st::fault_clear,
+     on_fault_clear}, // R40c
+    {st::fault_clear, ev::clear_success, st::fault_retry,
+     on_fault_retry},                                                    // R41
+    {st::fault_clear, ev::clear_fail, st::notify_kill_job, on_kill_job}, // R41
+    {st::fault_retry, ev::fallback_check, st::fault_retry,
+     on_fallback_check},                               // R43 (poll)
+    {st::fault_retry, ev::finish, st::init, on_reset}, // R44
+    {st::fault_retry, ev::change_switch_pause_error, st::notify_kill_job,
+     on_kill_job}, // R44
+    {st::fault_retry, ev::change_switch_enable_error, st::notify_kill_job,
+     on_kill_job}, // R44
+    {st::fault_retry, ev::schedule_timeout, st::notify_kill_job,
+     on_kill_job},                                         // R44
+    {st::notify_kill_job, ev::finish, st::init, on_reset}, // R46
   };
   return table;
 }

@@ -69,8 +69,7 @@ const std::vector<report_row>& report_rows() {
 }
 // clang-format on
 
-bool matches(const report_row& row, const recovery& rec,
-             const flow_input& in) {
+bool matches(const report_row& row, const recovery& rec, const flow_input& in) {
   if (row.state != rec.state || row.kind != in.kind)
     return false;
   if (row.match == code_is::equal && in.report.code != row.code)
@@ -79,8 +78,7 @@ bool matches(const report_row& row, const recovery& rec,
     return false;
   if (row.om != any_om && row.om != rec.om)
     return false;
-  return row.condition == when::always
-         || stress_fails(rec, in.stress_result);
+  return row.condition == when::always || stress_fails(rec, in.stress_result);
 }
 
 } // namespace

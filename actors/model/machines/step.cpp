@@ -15,17 +15,17 @@ namespace machines {
 
 namespace {
 
-constexpr size_t n_states = static_cast<size_t>(st::wait_stress_test_finished)
-                            + 1;
+constexpr size_t n_states
+  = static_cast<size_t>(st::wait_stress_test_finished) + 1;
 constexpr size_t n_events = static_cast<size_t>(ev::pre_exit) + 1;
 
 /// Every row of every machine, in order.
 const std::vector<rule>& all_rules() {
   static const std::vector<rule> table = [] {
     std::vector<rule> xs;
-    for (const auto* part : {&recovery_rules(), &dp_scale_rules(),
-                             &operator_pause_rules(), &switch_nic_rules(),
-                             &stress_test_rules()})
+    for (const auto* part :
+         {&recovery_rules(), &dp_scale_rules(), &operator_pause_rules(),
+          &switch_nic_rules(), &stress_test_rules()})
       xs.insert(xs.end(), part->begin(), part->end());
     return xs;
   }();
@@ -38,8 +38,8 @@ const rule* find_rule(flow_state state, flow_event event) {
   static const index table = [] {
     index result{};
     for (const auto& r : all_rules()) {
-      auto& slot = result[static_cast<size_t>(r.from)]
-                         [static_cast<size_t>(r.event)];
+      auto& slot
+        = result[static_cast<size_t>(r.from)][static_cast<size_t>(r.event)];
       if (slot == nullptr) // the first row wins, as in a linear scan
         slot = &r;
     }
@@ -182,8 +182,7 @@ expected<flow_step> step(const recovery& current, const job_spec& spec,
         rec.results.push_back(in.report);
       break;
     }
-    default:
-      break;
+    default: break;
   }
   for (int hops = 0; event != ev::none; ++hops) {
     const auto* r = find_rule(rec.state, event);

@@ -75,17 +75,14 @@ void take_stress_result(ctx& c) {
     const auto& device = host.devices[place->device_index].device_id;
     bool rank_fault = false;
     for (const auto& [op, r] : ops) {
-      detail[host.node_name][device][op] = {{"code", r.code},
-                                            {"result", r.result}};
+      detail[host.node_name][device][op]
+        = {{"code", r.code}, {"result", r.result}};
       switch (verdict_of(r.code)) {
-        case stress_verdict::pass:
-          break;
+        case stress_verdict::pass: break;
         case stress_verdict::isolate_node:
           isolate.insert(host.node_name);
           break;
-        case stress_verdict::fault_rank:
-          rank_fault = true;
-          break;
+        case stress_verdict::fault_rank: rank_fault = true; break;
       }
     }
     if (rank_fault)
@@ -100,11 +97,15 @@ void take_stress_result(ctx& c) {
   auto json = detail.dump();
   bool failed = !isolate.empty() || !faulty.empty() || c.rec.stress_fault;
   if (!isolate.empty())
-    om_say(c, "stress test find fault, isolate node:" + go_list(c.rec.isolate_nodes)
-            + ",result:" + json, failed);
+    om_say(c,
+           "stress test find fault, isolate node:"
+             + go_list(c.rec.isolate_nodes) + ",result:" + json,
+           failed);
   else if (!faulty.empty())
-    om_say(c, "stress test timeout fault, faultRank:" + go_list(ranks)
-            + ",result:" + json, failed);
+    om_say(c,
+           "stress test timeout fault, faultRank:" + go_list(ranks)
+             + ",result:" + json,
+           failed);
   else
     om_say(c, "stress test finish, result:" + json, failed);
 }
@@ -152,8 +153,8 @@ bool stress_fails(const recovery& rec, const stress_results& results) {
 const std::vector<rule>& stress_test_rules() {
   static const std::vector<rule> table = {
     {st::init, ev::start_stress_test, st::notify_pause_train, on_start_stress},
-    {st::wait_pause_complete, ev::stress_test_recv_pause, st::notify_stress_test,
-     on_notify_stress},
+    {st::wait_pause_complete, ev::stress_test_recv_pause,
+     st::notify_stress_test, on_notify_stress},
     // StressTestRankParams delivered to a worker: the test runs.
     {st::notify_stress_test, ev::notify_success, st::wait_stress_test_finished,
      on_stress_running},
@@ -185,28 +186,32 @@ biz_status validate_stress(const recovery& current, const job_spec& spec,
     return {413, "job:" + id + " is not registered"};
   if (!job_running(spec))
     return {413, "job:" + id + " is not running"};
-  auto bad_ops = [](const std::string& node,
-                    const std::vector<int64_t>& ops) -> std::optional<biz_status> {
+  auto bad_ops
+    = [](const std::string& node,
+         const std::vector<int64_t>& ops) -> std::optional<biz_status> {
     std::set<int64_t> seen;
     for (auto op : ops) {
       if (op != 0 && op != 1)
-        return biz_status{413, "op:" + std::to_string(op)
-                                 + " not exist in support operation:[0 1]"};
+        return biz_status{413,
+                          "op:" + std::to_string(op)
+                            + " not exist in support operation:[0 1]"};
       if (!seen.insert(op).second)
-        return biz_status{413, "node:" + node + " stress test ops should not repeat"};
+        return biz_status{
+          413, "node:" + node + " stress test ops should not repeat"};
     }
     return std::nullopt;
   };
-  auto add_node = [&](const std::string& node, const std::vector<int64_t>& ops) {
-    bool found = false;
-    for (const auto& p : spec.pods)
-      if (p.node_name == node) {
-        found = true;
-        for (const auto& d : p.devices)
-          params[d.rank_id] = ops;
-      }
-    return found;
-  };
+  auto add_node
+    = [&](const std::string& node, const std::vector<int64_t>& ops) {
+        bool found = false;
+        for (const auto& p : spec.pods)
+          if (p.node_name == node) {
+            found = true;
+            for (const auto& d : p.devices)
+              params[d.rank_id] = ops;
+          }
+        return found;
+      };
   if (!req.all_nodes_ops.empty()) {
     // allNodesOps wins; stressParam is ignored unchecked (reference §9.1).
     if (auto bad = bad_ops("AllNodes", req.all_nodes_ops))
@@ -247,14 +252,13 @@ failure validate_stress_results(const job_spec& spec,
   for (const auto& [rank, ops] : results) {
     if (ranks->find(rank) == nullptr)
       return fail(errc::invalid_argument,
-                        "stressResult: rank " + rank + " is not in job "
-                          + spec.job_id);
+                  "stressResult: rank " + rank + " is not in job "
+                    + spec.job_id);
     for (const auto& [op, r] : ops)
       if (!stress_code_from_string(r.code))
         return fail(errc::invalid_argument,
-                          "stressResult: rank " + rank + " op " + op
-                            + " has unknown code \"" + r.code
-                            + "\" (allowed: 0..4)");
+                    "stressResult: rank " + rank + " op " + op
+                      + " has unknown code \"" + r.code + "\" (allowed: 0..4)");
   }
   return {};
 }

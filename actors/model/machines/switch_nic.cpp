@@ -22,9 +22,8 @@ flow_event on_notify_switch_nic(ctx& c) {
 
 flow_event on_switch_failed(ctx& c) {
   std::string why = c.in.kind == report_kind::switch_nic ? "switch nic failed"
-                    : c.in.kind == report_kind::status
-                      ? "report error when switching nic"
-                      : "report switch nic timeout";
+    : c.in.kind == report_kind::status ? "report error when switching nic"
+                                       : "report switch nic timeout";
   om_say(c, "switch nic failed, " + why, true);
   om_clear(c);
   return on_notify_stop_train(c);
