@@ -29,7 +29,7 @@ bool changes_annotations(const event_body& body) {
 void push_keepalive(self_ptr self) {
   auto& st = self->state;
   process_signal sig;
-  sig.uuid = st.model.rec.uuid;
+  sig.uuid = st.model.rec.flow.uuid;
   sig.job_id = st.model.spec.job_id;
   sig.signal_type = "keep-alive";
   st.subscriber->push(sig);
@@ -98,12 +98,12 @@ void feed_event(self_ptr self, flow_event name,
 
 void arm_flow_timer(self_ptr self) {
   const auto& rec = self->state.model.rec;
-  if (rec.deadline_ms <= 0)
+  if (rec.flow.deadline_ms <= 0)
     return;
-  auto delay = std::max<int64_t>(0, rec.deadline_ms - self->state.cfg.clock());
+  auto delay = std::max<int64_t>(0, rec.flow.deadline_ms - self->state.cfg.clock());
   self->delayed_send(self, std::chrono::milliseconds(delay),
-                     flowtimer_atom::value, rec.deadline_ms,
-                     rec.deadline_event);
+                     flowtimer_atom::value, rec.flow.deadline_ms,
+                     rec.flow.deadline_event);
 }
 
 // Pushes `payload` to the newest open worker stream of `ws`; false when
@@ -122,9 +122,9 @@ bool push_to_worker(Sinks& ws, const T& payload) {
 // the worker stream); its delivery is the next input of the machine.
 void deliver_outbox(self_ptr self) {
   auto& st = self->state;
-  if (!st.model.rec.outbox)
+  if (!st.model.rec.flow.outbox)
     return;
-  auto sig = *st.model.rec.outbox;
+  auto sig = *st.model.rec.flow.outbox;
   const auto& rec = st.model.rec;
   const auto& id = st.model.spec.job_id;
   bool to_worker = sig.signal_type == "SwitchRankList"
@@ -133,9 +133,9 @@ void deliver_outbox(self_ptr self) {
     bool sent
       = sig.signal_type == "SwitchRankList"
           ? push_to_worker(st.switch_workers,
-                           switch_rank_list{rec.switch_ranks, rec.switch_ops, id})
+                           switch_rank_list{rec.action.switch_ranks, rec.action.switch_ops, id})
           : push_to_worker(st.stress_workers,
-                           stress_rank_params{rec.stress_params, id});
+                           stress_rank_params{rec.action.stress_params, id});
     if (!sent)
       return;
     ES_INFO("job {} sent {} to a worker", id, sig.signal_type);
@@ -190,7 +190,7 @@ void after_events(self_ptr self, const std::vector<event>& evs) {
       }
       if (x->path.size() > 1)
         ES_INFO("job {} recovery {} -> {} on {}", st.model.spec.job_id,
-                x->path.front(), x->path.back(), x->input);
+                x->path.front(), x->path.back(), x->input.name);
       for (const auto& msg : x->om_messages) {
         ES_INFO("job {} tells the operator: {}", st.model.spec.job_id, msg);
         auto& ops = st.operators;
@@ -247,7 +247,7 @@ void after_events(self_ptr self, const std::vector<event>& evs) {
     arm_flow_timer(self);
     deliver_outbox(self);
   }
-  if (!st.model.registered || rec.state == st::init)
+  if (!st.model.registered || rec.flow.state == st::init)
     return;
   // Pod changes and platform annotations are what some waits wait for.
   if (job_changed)
@@ -355,7 +355,7 @@ void take_report(self_ptr self, flow_input in, Respond respond) {
     }
   // The answer names the flow the report was for, even when it ends it. A
   // refused report changed nothing: the state it names is the current one.
-  auto uuid = st.model.rec.uuid;
+  auto uuid = st.model.rec.flow.uuid;
   feed(
     self, std::move(in),
     [self, kind, uuid, respond]() mutable {
@@ -374,7 +374,7 @@ void take_report(self_ptr self, flow_input in, Respond respond) {
         respond(biz_status{401, "jobId=" + m.spec.job_id + ", uuid=" + uuid
                                   + ", " + rpc_name(kind)
                                   + " is not expected in state "
-                                  + to_string(m.rec.state)});
+                                  + to_string(m.rec.flow.state)});
       else
         respond(err);
     });
@@ -641,16 +641,16 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
       if (!st.model.exists || !st.model.registered)
         return make_error(errc::not_registered, "jobId=" + id + " not registed");
       const auto& rec = st.model.rec;
-      bool running = rec.om == kind;
-      bool last = rec.om_last_kind == kind && !rec.om_last_message.empty();
+      bool running = rec.action.kind == kind;
+      bool last = rec.job.om_last_kind == kind && !rec.job.om_last_message.empty();
       if (!running && !last)
         return make_error(errc::not_registered,
                           kind == om_kind::stress ? "jobId=" + id + " is not stress test"
                                            : "jobId=" + id + " is not swtiching nic");
       // A late operator gets the outcome of the last action of this kind.
       if (last)
-        sink->push({id, rec.om_last_message});
-      if (!running || rec.om_done)
+        sink->push({id, rec.job.om_last_message});
+      if (!running || rec.job.om_done)
         sink->finish(caf::none);
       else
         st.operators.push_back(std::move(sink));
@@ -659,7 +659,7 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
     [=](nodeclear_atom, std::string& node,
         std::string& who) -> caf::result<std::string> {
       auto& st = self->state;
-      if (!st.model.exists || st.model.rec.unhealthy_nodes.count(node) == 0)
+      if (!st.model.exists || st.model.rec.job.unhealthy_nodes.count(node) == 0)
         return std::string{};
       flow_input in;
       in.name = ev::node_health_cleared;
@@ -675,7 +675,7 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
     [=](flowtimer_atom, int64_t deadline, flow_event event) {
       const auto& rec = self->state.model.rec;
       // A timer of a wait that is over is stale.
-      if (rec.deadline_ms != deadline || rec.deadline_event != event)
+      if (rec.flow.deadline_ms != deadline || rec.flow.deadline_event != event)
         return;
       flow_input in;
       in.name = event;

@@ -49,9 +49,9 @@ void to_proto(const job_view& x, pi::JobOverview& out) {
   out.set_jobid(m.spec.job_id);
   out.set_name(m.spec.name);
   out.set_namespace_(m.spec.ns);
-  out.set_recoverystate(to_string(m.rec.state));
+  out.set_recoverystate(to_string(m.rec.flow.state));
   out.set_healthstate(m.health_state);
-  out.set_recoveryhealth(m.rec.health);
+  out.set_recoveryhealth(m.rec.flow.health);
   out.set_registered(m.registered);
   out.set_subscribed(x.job.live.subscribed);
   out.set_lastseq(m.seq);
@@ -60,7 +60,7 @@ void to_proto(const job_view& x, pi::JobOverview& out) {
     to_proto(*x.active, *out.mutable_activeflow());
   if (x.last)
     to_proto(*x.last, *out.mutable_lastincident());
-  out.set_flows(m.rec.flows);
+  out.set_flows(m.rec.job.flows);
 }
 
 void to_proto(const job_view& x, pi::JobDetail& out) {
@@ -77,7 +77,7 @@ void to_proto(const job_view& x, pi::JobDetail& out) {
   subs->set_annotationwatchers(x.job.live.annotation_watchers);
   subs->set_switchworkers(x.job.live.switch_workers);
   subs->set_operators(x.job.live.operators);
-  out.set_waitingfor(to_string(expected_report(m.rec.state)));
+  out.set_waitingfor(to_string(expected_report(m.rec.flow.state)));
   if (x.active)
     to_proto(*x.active, *out.mutable_activeflow());
   if (x.last)

@@ -36,8 +36,9 @@ void to_proto(const recover_report& x, pe::RecoverReport& out) {
     out.add_isolateranks(r);
 }
 
-void stress_ops_to_proto(const stress_ops_map& xs,
-                         google::protobuf::Map<std::string, ::StressOpList>& out) {
+void stress_ops_to_proto(
+  const stress_ops_map& xs,
+  google::protobuf::Map<std::string, ::StressOpList>& out) {
   for (const auto& [key, ops] : xs) {
     auto& list = out[key];
     for (auto op : ops)
@@ -45,8 +46,8 @@ void stress_ops_to_proto(const stress_ops_map& xs,
   }
 }
 
-stress_ops_map
-stress_ops_from_proto(const google::protobuf::Map<std::string, ::StressOpList>& xs) {
+stress_ops_map stress_ops_from_proto(
+  const google::protobuf::Map<std::string, ::StressOpList>& xs) {
   stress_ops_map result;
   for (const auto& [key, list] : xs)
     result[key] = {list.ops().begin(), list.ops().end()};
@@ -96,98 +97,162 @@ struct name_reader {
 };
 
 void to_proto(const recovery& x, pe::RecoveryState& out) {
-  out.set_state(to_string(x.state));
-  out.set_uuid(x.uuid);
+  const auto& f = x.flow;
+  out.set_state(to_string(f.state));
+  out.set_uuid(f.uuid);
   auto& faults = *out.mutable_faults();
-  for (const auto& [rank, type] : x.faults)
+  for (const auto& [rank, type] : f.faults)
     faults[rank] = to_string(type);
-  for (auto p : x.fault_pods)
+  for (auto p : f.fault_pods)
     out.add_faultpods(p);
-  for (const auto& s : x.agent_strategies)
+  for (const auto& s : f.agent_strategies)
     out.add_agentstrategies(s);
-  for (const auto& s : x.decided)
+  for (const auto& s : f.decided)
     out.add_decided(s);
-  for (const auto& r : x.results)
+  for (const auto& r : f.results)
     to_proto(r, *out.add_results());
-  if (x.outbox)
-    convert::to_proto(*x.outbox, *out.mutable_outbox());
-  out.set_deadlinems(x.deadline_ms);
-  out.set_deadlineevent(to_string(x.deadline_event));
-  out.set_label(x.label);
-  out.set_retrytime(x.retry_time);
-  out.set_resetjson(x.reset_json);
-  out.set_resetcheck(x.reset_check);
-  out.set_flowstartedms(x.flow_started_ms);
-  out.set_health(x.health);
-  out.set_flows(x.flows);
-  out.set_lastoutcome(x.last_outcome);
-  out.mutable_originuids()->insert(x.origin_uids.begin(), x.origin_uids.end());
-  out.set_waituntilms(x.wait_until_ms);
-  out.set_pendingstrategy(x.pending_strategy);
-  out.set_platformround(x.platform_round);
-  for (auto p : x.in_place_pods)
+  if (f.outbox)
+    convert::to_proto(*f.outbox, *out.mutable_outbox());
+  out.set_deadlinems(f.deadline_ms);
+  out.set_deadlineevent(to_string(f.deadline_event));
+  out.set_flowstartedms(f.started_ms);
+  out.set_health(f.health);
+  out.mutable_originuids()->insert(f.origin_uids.begin(), f.origin_uids.end());
+  out.set_waituntilms(f.wait_until_ms);
+  out.set_pendingstrategy(f.pending_strategy);
+  out.set_platformround(f.platform_round);
+  for (auto p : f.in_place_pods)
     out.add_inplacepods(p);
-  out.set_restartinplace(x.restart_in_place);
-  out.set_inplacechecked(x.in_place_checked);
-  out.set_omkind(to_string(x.om));
-  out.set_omoperator(x.om_operator);
-  for (const auto& r : x.switch_ranks)
-    out.add_switchranks(r);
-  for (bool op : x.switch_ops)
-    out.add_switchops(op);
-  out.set_omlastmessage(x.om_last_message);
-  out.set_omdone(x.om_done);
-  out.set_omlastkind(to_string(x.om_last_kind));
-  stress_ops_to_proto(x.stress_params, *out.mutable_stressparams());
-  out.set_stressfault(x.stress_fault);
-  for (const auto& n : x.isolate_nodes)
+  out.set_restartinplace(f.restart_in_place);
+  out.set_inplacechecked(f.in_place_checked);
+  for (const auto& n : f.isolate_nodes)
     out.add_isolatenodes(n);
-  out.mutable_unhealthynodes()->insert(x.unhealthy_nodes.begin(),
-                                       x.unhealthy_nodes.end());
+  const auto& a = x.action;
+  out.set_omkind(to_string(a.kind));
+  out.set_omoperator(a.who);
+  for (const auto& r : a.switch_ranks)
+    out.add_switchranks(r);
+  for (bool op : a.switch_ops)
+    out.add_switchops(op);
+  stress_ops_to_proto(a.stress_params, *out.mutable_stressparams());
+  out.set_stressfault(a.stress_fault);
+  const auto& j = x.job;
+  out.set_label(j.label);
+  out.set_retrytime(j.retry_time);
+  out.set_resetjson(j.reset_json);
+  out.set_resetcheck(j.reset_check);
+  out.set_flows(j.flows);
+  out.set_lastoutcome(j.last_outcome);
+  out.set_omlastmessage(j.om_last_message);
+  out.set_omdone(j.om_done);
+  out.set_omlastkind(to_string(j.om_last_kind));
+  out.mutable_unhealthynodes()->insert(j.unhealthy_nodes.begin(),
+                                       j.unhealthy_nodes.end());
 }
 
 recovery from_proto(const pe::RecoveryState& x, name_reader& names) {
   recovery result;
-  result.state = names.state(x.state(), "state");
-  result.uuid = x.uuid();
+  auto& f = result.flow;
+  f.state = names.state(x.state(), "state");
+  f.uuid = x.uuid();
   for (const auto& [rank, type] : x.faults())
-    result.faults.emplace(rank, names.fault(type, "faults"));
-  result.fault_pods = {x.faultpods().begin(), x.faultpods().end()};
-  result.agent_strategies = convert::to_vector(x.agentstrategies());
-  result.decided = convert::to_vector(x.decided());
+    f.faults.emplace(rank, names.fault(type, "faults"));
+  f.fault_pods = {x.faultpods().begin(), x.faultpods().end()};
+  f.agent_strategies = convert::to_vector(x.agentstrategies());
+  f.decided = convert::to_vector(x.decided());
   for (const auto& r : x.results())
-    result.results.push_back(from_proto(r));
+    f.results.push_back(from_proto(r));
   if (x.has_outbox())
-    result.outbox = convert::from_proto(x.outbox());
-  result.deadline_ms = x.deadlinems();
-  result.deadline_event = names.event(x.deadlineevent(), "deadlineEvent");
-  result.label = x.label();
-  result.retry_time = x.retrytime();
-  result.reset_json = x.resetjson();
-  result.reset_check = x.resetcheck();
-  result.flow_started_ms = x.flowstartedms();
-  result.health = x.health().empty() ? std::string{"Healthy"} : x.health();
-  result.flows = x.flows();
-  result.last_outcome = x.lastoutcome();
-  result.origin_uids = {x.originuids().begin(), x.originuids().end()};
-  result.wait_until_ms = x.waituntilms();
-  result.pending_strategy = x.pendingstrategy();
-  result.platform_round = x.platformround();
-  result.in_place_pods = {x.inplacepods().begin(), x.inplacepods().end()};
-  result.restart_in_place = x.restartinplace();
-  result.in_place_checked = x.inplacechecked();
-  result.om = names.om(x.omkind(), "omKind");
-  result.om_operator = x.omoperator();
-  result.switch_ranks = convert::to_vector(x.switchranks());
-  result.switch_ops = {x.switchops().begin(), x.switchops().end()};
-  result.om_last_message = x.omlastmessage();
-  result.om_done = x.omdone();
-  result.om_last_kind = names.om(x.omlastkind(), "omLastKind");
-  result.stress_params = stress_ops_from_proto(x.stressparams());
-  result.stress_fault = x.stressfault();
-  result.isolate_nodes = convert::to_vector(x.isolatenodes());
-  result.unhealthy_nodes = {x.unhealthynodes().begin(), x.unhealthynodes().end()};
+    f.outbox = convert::from_proto(x.outbox());
+  f.deadline_ms = x.deadlinems();
+  f.deadline_event = names.event(x.deadlineevent(), "deadlineEvent");
+  f.started_ms = x.flowstartedms();
+  f.health = x.health().empty() ? std::string{"Healthy"} : x.health();
+  f.origin_uids = {x.originuids().begin(), x.originuids().end()};
+  f.wait_until_ms = x.waituntilms();
+  f.pending_strategy = x.pendingstrategy();
+  f.platform_round = x.platformround();
+  f.in_place_pods = {x.inplacepods().begin(), x.inplacepods().end()};
+  f.restart_in_place = x.restartinplace();
+  f.in_place_checked = x.inplacechecked();
+  f.isolate_nodes = convert::to_vector(x.isolatenodes());
+  auto& a = result.action;
+  a.kind = names.om(x.omkind(), "omKind");
+  a.who = x.omoperator();
+  a.switch_ranks = convert::to_vector(x.switchranks());
+  a.switch_ops = {x.switchops().begin(), x.switchops().end()};
+  a.stress_params = stress_ops_from_proto(x.stressparams());
+  a.stress_fault = x.stressfault();
+  auto& j = result.job;
+  j.label = x.label();
+  j.retry_time = x.retrytime();
+  j.reset_json = x.resetjson();
+  j.reset_check = x.resetcheck();
+  j.flows = x.flows();
+  j.last_outcome = x.lastoutcome();
+  j.om_last_message = x.omlastmessage();
+  j.om_done = x.omdone();
+  j.om_last_kind = names.om(x.omlastkind(), "omLastKind");
+  j.unhealthy_nodes = {x.unhealthynodes().begin(), x.unhealthynodes().end()};
   return result;
+}
+
+// A step's change: the replaced fields by name, their values as a partial
+// RecoveryState (proto3 leaves the defaults of the others off the wire), and
+// the fault cache's entries.
+void to_proto(const recovery_delta& d, pe::FlowStepped& out) {
+  for (size_t k = 0; k < recovery_field_count; ++k) {
+    auto id = static_cast<recovery_field>(k);
+    if (d.replaces(id))
+      out.add_changed(to_string(id));
+  }
+  to_proto(d.values, *out.mutable_change());
+  auto& set = *out.mutable_faultsset();
+  for (const auto& [rank, type] : d.faults_set)
+    set[rank] = to_string(type);
+  for (const auto& rank : d.faults_removed)
+    out.add_faultsremoved(rank);
+}
+
+recovery_delta delta_from_proto(const pe::FlowStepped& m, uint32_t version,
+                                name_reader& names) {
+  // Version 1 held the whole state after the step: upcast it to a change
+  // that replaces every field.
+  if (version == 1)
+    return replace_all(from_proto(m.after(), names));
+  recovery_delta d;
+  for (const auto& name : m.changed()) {
+    if (auto id = recovery_field_from_string(name))
+      d.replace(*id);
+    else if (names.bad.empty())
+      names.bad = "changed field \"" + name + "\"";
+  }
+  d.values = from_proto(m.change(), names);
+  for (const auto& [rank, type] : m.faultsset())
+    d.faults_set.emplace(rank, names.fault(type, "faultsSet"));
+  d.faults_removed = convert::to_vector(m.faultsremoved());
+  return d;
+}
+
+flow_input input_from_proto(const pe::FlowStepped& m, name_reader& names) {
+  flow_input in;
+  in.name = names.event(m.input(), "input");
+  for (const auto& f : m.faults())
+    in.faults.push_back({f.rankid(), f.faulttype()});
+  in.strategies = convert::to_vector(m.strategies());
+  in.report = from_proto(m.report());
+  in.kind = names.report(m.reportkind(), "reportKind");
+  if (m.has_delivered())
+    in.delivered = convert::from_proto(m.delivered());
+  in.switch_ranks = convert::to_vector(m.switchranks());
+  in.switch_ops = {m.switchops().begin(), m.switchops().end()};
+  in.who = m.who();
+  in.stress_params = stress_ops_from_proto(m.stressparams());
+  for (const auto& [rank, r] : m.stressresult())
+    for (const auto& [op, res] : r.rankresult())
+      in.stress_result[rank][op] = {res.code(), res.result()};
+  in.node = m.node();
+  return in;
 }
 
 void fault_ranks_to_proto(
@@ -207,86 +272,87 @@ std::string encode_event(const event& ev) {
   out.set_version(record_version);
   out.set_seq(ev.seq);
   out.set_timems(ev.time_ms);
-  std::visit(
-    overload{
-      [&](const job_put& x) {
-        auto* m = out.mutable_jobput();
-        convert::to_proto(x.spec, *m->mutable_spec());
-        m->set_created(x.created);
-      },
-      [&](const job_deleted&) { out.mutable_jobdeleted(); },
-      [&](const annotations_changed& x) {
-        auto* m = out.mutable_annotationschanged();
-        m->mutable_set()->insert(x.set.begin(), x.set.end());
-        for (const auto& k : x.removed)
-          m->add_removed(k);
-        m->set_by(x.by);
-      },
-      [&](const job_inited& x) {
-        auto* m = out.mutable_jobinited();
-        to_proto(x.config, *m->mutable_config());
-        m->set_role(x.role);
-      },
-      [&](const job_registered& x) {
-        out.mutable_jobregistered()->set_role(x.role);
-      },
-      [&](const subscriber_attached& x) {
-        auto* m = out.mutable_subscriberattached();
-        m->set_generation(x.generation);
-        m->set_role(x.role);
-        m->set_peer(x.peer);
-      },
-      [&](const subscriber_detached& x) {
-        auto* m = out.mutable_subscriberdetached();
-        m->set_generation(x.generation);
-        m->set_reason(x.reason);
-      },
-      [&](const device_faults_reported& x) {
-        auto* m = out.mutable_devicefaultsreported();
-        m->set_healthstate(x.health_state);
-        for (const auto& f : x.faults)
-          convert::to_proto(f, *m->add_faults());
-      },
-      [&](const flow_stepped& x) {
-        auto* m = out.mutable_flowstepped();
-        m->set_input(to_string(x.input));
-        for (auto p : x.path)
-          m->add_path(to_string(p));
-        to_proto(x.after, *m->mutable_after());
-        m->mutable_annotations()->insert(x.annotations.begin(),
-                                         x.annotations.end());
-        if (x.delivered)
-          convert::to_proto(*x.delivered, *m->mutable_delivered());
-        for (const auto& sig : x.side_signals)
-          convert::to_proto(sig, *m->add_sidesignals());
-        fault_ranks_to_proto(x.faults, m->mutable_faults());
-        for (const auto& s : x.strategies)
-          m->add_strategies(s);
-        to_proto(x.report, *m->mutable_report());
-        m->set_reportkind(to_string(x.kind));
-        for (const auto& k : x.removed_annotations)
-          m->add_removedannotations(k);
-        for (const auto& msg : x.om_messages)
-          m->add_ommessages(msg);
-        m->set_omfinal(x.om_final);
-        for (const auto& r : x.switch_ranks)
-          m->add_switchranks(r);
-        for (bool op : x.switch_ops)
-          m->add_switchops(op);
-        m->set_who(x.who);
-        stress_ops_to_proto(x.stress_params, *m->mutable_stressparams());
-        for (const auto& [rank, ops] : x.stress_result) {
-          auto& r = (*m->mutable_stressresult())[rank];
-          for (const auto& [op, res] : ops) {
-            auto& o = (*r.mutable_rankresult())[op];
-            o.set_code(res.code);
-            o.set_result(res.result);
-          }
-        }
-        m->set_node(x.node);
-      },
-    },
-    ev.body);
+  std::visit(overload{
+               [&](const job_put& x) {
+                 auto* m = out.mutable_jobput();
+                 convert::to_proto(x.spec, *m->mutable_spec());
+                 m->set_created(x.created);
+               },
+               [&](const job_deleted&) { out.mutable_jobdeleted(); },
+               [&](const annotations_changed& x) {
+                 auto* m = out.mutable_annotationschanged();
+                 m->mutable_set()->insert(x.set.begin(), x.set.end());
+                 for (const auto& k : x.removed)
+                   m->add_removed(k);
+                 m->set_by(x.by);
+               },
+               [&](const job_inited& x) {
+                 auto* m = out.mutable_jobinited();
+                 to_proto(x.config, *m->mutable_config());
+                 m->set_role(x.role);
+               },
+               [&](const job_registered& x) {
+                 out.mutable_jobregistered()->set_role(x.role);
+               },
+               [&](const subscriber_attached& x) {
+                 auto* m = out.mutable_subscriberattached();
+                 m->set_generation(x.generation);
+                 m->set_role(x.role);
+                 m->set_peer(x.peer);
+               },
+               [&](const subscriber_detached& x) {
+                 auto* m = out.mutable_subscriberdetached();
+                 m->set_generation(x.generation);
+                 m->set_reason(x.reason);
+               },
+               [&](const device_faults_reported& x) {
+                 auto* m = out.mutable_devicefaultsreported();
+                 m->set_healthstate(x.health_state);
+                 for (const auto& f : x.faults)
+                   convert::to_proto(f, *m->add_faults());
+               },
+               [&](const flow_stepped& x) {
+                 auto* m = out.mutable_flowstepped();
+                 const auto& in = x.input;
+                 m->set_input(to_string(in.name));
+                 for (auto p : x.path)
+                   m->add_path(to_string(p));
+                 to_proto(x.change, *m);
+                 m->mutable_annotations()->insert(x.annotations.begin(),
+                                                  x.annotations.end());
+                 if (in.delivered)
+                   convert::to_proto(*in.delivered, *m->mutable_delivered());
+                 for (const auto& sig : x.side_signals)
+                   convert::to_proto(sig, *m->add_sidesignals());
+                 fault_ranks_to_proto(in.faults, m->mutable_faults());
+                 for (const auto& s : in.strategies)
+                   m->add_strategies(s);
+                 to_proto(in.report, *m->mutable_report());
+                 m->set_reportkind(to_string(in.kind));
+                 for (const auto& k : x.removed_annotations)
+                   m->add_removedannotations(k);
+                 for (const auto& msg : x.om_messages)
+                   m->add_ommessages(msg);
+                 m->set_omfinal(x.om_final);
+                 for (const auto& r : in.switch_ranks)
+                   m->add_switchranks(r);
+                 for (bool op : in.switch_ops)
+                   m->add_switchops(op);
+                 m->set_who(in.who);
+                 stress_ops_to_proto(in.stress_params,
+                                     *m->mutable_stressparams());
+                 for (const auto& [rank, ops] : in.stress_result) {
+                   auto& r = (*m->mutable_stressresult())[rank];
+                   for (const auto& [op, res] : ops) {
+                     auto& o = (*r.mutable_rankresult())[op];
+                     o.set_code(res.code);
+                     o.set_result(res.result);
+                   }
+                 }
+                 m->set_node(in.node);
+               },
+             },
+             ev.body);
   return out.SerializeAsString();
 }
 
@@ -314,9 +380,7 @@ caf::expected<event> decode_event(std::string_view bytes) {
       result.body = job_put{convert::from_proto(in.jobput().spec()),
                             in.jobput().created()};
       break;
-    case pe::Event::kJobDeleted:
-      result.body = job_deleted{};
-      break;
+    case pe::Event::kJobDeleted: result.body = job_deleted{}; break;
     case pe::Event::kAnnotationsChanged: {
       const auto& m = in.annotationschanged();
       result.body = annotations_changed{{m.set().begin(), m.set().end()},
@@ -354,31 +418,17 @@ caf::expected<event> decode_event(std::string_view bytes) {
       const auto& m = in.flowstepped();
       flow_stepped x;
       name_reader names;
-      x.input = names.event(m.input(), "input");
+      x.input = input_from_proto(m, names);
+      x.input.now_ms = in.timems();
       for (const auto& p : m.path())
         x.path.push_back(names.state(p, "path"));
-      x.after = from_proto(m.after(), names);
+      x.change = delta_from_proto(m, in.version(), names);
       x.annotations = {m.annotations().begin(), m.annotations().end()};
-      if (m.has_delivered())
-        x.delivered = convert::from_proto(m.delivered());
       for (const auto& sig : m.sidesignals())
         x.side_signals.push_back(convert::from_proto(sig));
-      for (const auto& f : m.faults())
-        x.faults.push_back({f.rankid(), f.faulttype()});
-      x.strategies = convert::to_vector(m.strategies());
-      x.report = from_proto(m.report());
-      x.kind = names.report(m.reportkind(), "reportKind");
       x.removed_annotations = convert::to_vector(m.removedannotations());
       x.om_messages = convert::to_vector(m.ommessages());
       x.om_final = m.omfinal();
-      x.switch_ranks = convert::to_vector(m.switchranks());
-      x.switch_ops = {m.switchops().begin(), m.switchops().end()};
-      x.who = m.who();
-      x.stress_params = stress_ops_from_proto(m.stressparams());
-      for (const auto& [rank, r] : m.stressresult())
-        for (const auto& [op, res] : r.rankresult())
-          x.stress_result[rank][op] = {res.code(), res.result()};
-      x.node = m.node();
       if (!names.bad.empty())
         return make_error(errc::corrupt_record,
                           "event record " + std::to_string(in.seq())
@@ -420,8 +470,8 @@ caf::expected<job_model> decode_snapshot(std::string_view bytes) {
     return make_error(errc::corrupt_record, "snapshot record does not parse");
   if (in.version() == 0 || in.version() > record_version)
     return make_error(errc::corrupt_record,
-                      "snapshot record version "
-                        + std::to_string(in.version()) + " is not supported");
+                      "snapshot record version " + std::to_string(in.version())
+                        + " is not supported");
   const auto& s = in.state();
   job_model result;
   result.exists = s.exists();

@@ -14,8 +14,10 @@
 
 namespace recoverd::storage {
 
-/// Record format version written by this code.
-constexpr uint32_t record_version = 1;
+/// Record format version written by this code. Version 1 records are read
+/// too: a flow step that held the whole state reads as a change replacing
+/// every field.
+constexpr uint32_t record_version = 2;
 
 /// Encodes an event as an `Event` record.
 std::string encode_event(const event& ev);

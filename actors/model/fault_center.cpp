@@ -58,7 +58,7 @@ without_stress_codes(const recovery& rec, const job_spec& spec,
                      const rank_index& ranks,
                      std::vector<device_fault> faults) {
   std::set<std::string> nodes;
-  for (const auto& [rank, ops] : rec.stress_params)
+  for (const auto& [rank, ops] : rec.action.stress_params)
     if (const auto* place = ranks.find(rank))
       nodes.insert(spec.pods[place->pod_index].node_name);
   std::vector<device_fault> kept;
@@ -102,9 +102,9 @@ expected<flow_event> classify_process_fault(
                     + "\" (allowed: 0, 1, 2)");
     normal = normal || *type == fault_type::normal;
   }
-  if (current.state == st::scale_running && normal)
+  if (current.flow.state == st::scale_running && normal)
     return ev::fault_occur;
-  if (current.state != st::init)
+  if (current.flow.state != st::init)
     return ev::fault_absorbed;
   if (normal)
     return ev::fault_occur;
@@ -129,7 +129,7 @@ fault_center_input(const recovery& current, const job_spec& spec,
   bool retry = supports_retry(spec, init);
   auto old_faults = wire_faults(spec, *ranks, retry, before);
   // Only a running stress test filters: otherwise the snapshot is used as is.
-  bool stressing = current.state == st::wait_stress_test_finished;
+  bool stressing = current.flow.state == st::wait_stress_test_finished;
   std::vector<device_fault> filtered;
   if (stressing)
     filtered = without_stress_codes(current, spec, *ranks, after);
@@ -150,7 +150,7 @@ fault_center_input(const recovery& current, const job_spec& spec,
   });
   // A flow is running: the faults join it (the reference would send a
   // pre-exit mid-recovery, §15.10).
-  if (current.state != st::init)
+  if (current.flow.state != st::init)
     return {ev::fault_absorbed, fresh};
   if (!retry || normal)
     return {ev::pre_exit, fresh};

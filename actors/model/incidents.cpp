@@ -54,33 +54,33 @@ int32_t ranks_of(const job_spec& spec) {
 }
 
 std::string describe_step(const flow_stepped& x) {
-  std::string result = to_string(x.input);
+  std::string result = to_string(x.input.name);
   // "process" only marks a ReportProcessFault; its faults follow below.
-  if (x.kind != report_kind::none && x.kind != report_kind::process) {
+  if (x.input.kind != report_kind::none
+      && x.input.kind != report_kind::process) {
     result += " ";
-    result += to_string(x.kind);
-    if (x.kind != report_kind::strategy)
-      result += " (code " + std::to_string(x.report.code)
-                + (x.report.strategy.empty() ? "" : " " + x.report.strategy)
-                + ")";
+    result += to_string(x.input.kind);
+    if (x.input.kind != report_kind::strategy)
+      result += " (code " + std::to_string(x.input.report.code)
+        + (x.input.report.strategy.empty() ? "" : " " + x.input.report.strategy)
+        + ")";
   }
   result += ": ";
   if (x.path.size() > 1)
     result += join(x.path, " -> ");
   else if (!x.path.empty())
     result += std::string{"stays in "} + to_string(x.path.front());
-  if (!x.faults.empty())
-    result += "; faults " + fault_list(x.faults);
-  if (!x.strategies.empty())
-    result += "; strategies " + join(x.strategies, ",");
-  if (!x.switch_ranks.empty())
-    result += "; switch ranks " + join(x.switch_ranks, ",");
-  if (x.delivered)
-    result += "; delivered " + signal_text(*x.delivered);
-  if (x.after.outbox && (!x.delivered || x.after.outbox->uuid != x.delivered->uuid
-                         || x.after.outbox->signal_type
-                              != x.delivered->signal_type))
-    result += "; to send " + signal_text(*x.after.outbox);
+  if (!x.input.faults.empty())
+    result += "; faults " + fault_list(x.input.faults);
+  if (!x.input.strategies.empty())
+    result += "; strategies " + join(x.input.strategies, ",");
+  if (!x.input.switch_ranks.empty())
+    result += "; switch ranks " + join(x.input.switch_ranks, ",");
+  if (x.input.delivered)
+    result += "; delivered " + signal_text(*x.input.delivered);
+  const auto& next = x.change.values.flow.outbox;
+  if (x.change.replaces(recovery_field::outbox) && next)
+    result += "; to send " + signal_text(*next);
   for (const auto& sig : x.side_signals)
     result += "; sent " + signal_text(sig);
   for (const auto& [key, value] : x.annotations)
@@ -90,7 +90,7 @@ std::string describe_step(const flow_stepped& x) {
   for (const auto& msg : x.om_messages)
     result += "; operator: " + msg;
   if (x.path.size() > 1 && is_idle(x.path.back()))
-    result += "; outcome " + x.after.last_outcome;
+    result += "; outcome " + x.change.values.job.last_outcome;
   return result;
 }
 
@@ -103,21 +103,34 @@ const incident_phase* incident::phase(const std::string& name) const {
   return nullptr;
 }
 
-std::string flow_kind(const flow_stepped& x) {
-  if (x.input == ev::start_switch_nic)
+std::string flow_kind(const flow_stepped& x, om_kind om) {
+  if (x.input.name == ev::start_switch_nic)
     return "switch";
-  std::string lower = to_string(x.input);
-  std::transform(lower.begin(), lower.end(), lower.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::string lower = to_string(x.input.name);
+  std::transform(
+    lower.begin(), lower.end(), lower.begin(),
+    [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   if (lower.find("stress") != std::string::npos)
     return "stress";
-  if (x.after.om != om_kind::none)
-    return to_string(x.after.om);
+  if (om != om_kind::none)
+    return to_string(om);
   return "recovery";
 }
 
 job_history::job_history(size_t keep) : keep_(keep) {
   // nop
+}
+
+void job_history::follow(const recovery_delta& d) {
+  const auto& v = d.values;
+  if (d.replaces(recovery_field::uuid))
+    facts_.uuid = v.flow.uuid;
+  if (d.replaces(recovery_field::decided))
+    facts_.decided = v.flow.decided;
+  if (d.replaces(recovery_field::om_kind))
+    facts_.om = v.action.kind;
+  if (d.replaces(recovery_field::last_outcome))
+    facts_.last_outcome = v.job.last_outcome;
 }
 
 void job_history::reach(const event& ev, const char* name) {
@@ -136,7 +149,7 @@ void job_history::reach(const event& ev, const char* name) {
 
 void job_history::open(const event& ev, const flow_stepped& x) {
   incident i;
-  i.kind = flow_kind(x);
+  i.kind = flow_kind(x, facts_.om);
   i.first_seq = ev.seq;
   i.started_ms = ev.time_ms;
   active_ = std::move(i);
@@ -149,18 +162,23 @@ void job_history::update(const event& ev, const flow_stepped& x,
   ++i.steps;
   i.last_seq = ev.seq;
   i.last_time_ms = ev.time_ms;
-  i.state = to_string(x.after.state);
+  i.state = to_string(x.path.empty() ? st::init : x.path.back());
   if (i.uuid.empty())
-    i.uuid = x.after.uuid;
+    i.uuid = facts_.uuid;
   auto add_rank = [&](const std::string& rank) {
     if (std::find(i.fault_ranks.begin(), i.fault_ranks.end(), rank)
         == i.fault_ranks.end())
       i.fault_ranks.push_back(rank);
   };
-  for (const auto& f : x.faults)
+  for (const auto& f : x.input.faults)
     add_rank(f.rank_id);
-  for (const auto& [rank, type] : x.after.faults)
-    add_rank(rank);
+  // The fault cache only grows during a flow: the ranks a step adds are
+  // the ranks it names.
+  if (x.change.replaces(recovery_field::faults))
+    for (const auto& entry : x.change.values.flow.faults)
+      add_rank(entry.first);
+  for (const auto& entry : x.change.faults_set)
+    add_rank(entry.first);
   // Ranks in numeric order ("9" before "10").
   std::sort(i.fault_ranks.begin(), i.fault_ranks.end(),
             [](const std::string& a, const std::string& b) {
@@ -173,17 +191,19 @@ void job_history::update(const event& ev, const flow_stepped& x,
   if (!milestones)
     return;
   // Strategies decided in this step: `decided` only grows during a flow.
-  if (x.after.decided.size() > i.strategies.size()) {
-    for (auto k = i.strategies.size(); k < x.after.decided.size(); ++k)
-      i.strategies.push_back(x.after.decided[k]);
+  const auto& decided = facts_.decided;
+  if (decided.size() > i.strategies.size()) {
+    for (auto k = i.strategies.size(); k < decided.size(); ++k)
+      i.strategies.push_back(decided[k]);
     i.strategy = i.strategies.back();
     reach(ev, "strategy_decided");
   }
-  if (x.input == ev::receive_report && x.kind == report_kind::stop)
+  if (x.input.name == ev::receive_report && x.input.kind == report_kind::stop)
     reach(ev, "stop_acknowledged");
-  if (x.input == ev::receive_report && x.kind == report_kind::switch_nic)
+  if (x.input.name == ev::receive_report
+      && x.input.kind == report_kind::switch_nic)
     reach(ev, "switch_reported");
-  if (x.input == ev::receive_report && x.kind == report_kind::stress)
+  if (x.input.name == ev::receive_report && x.input.kind == report_kind::stress)
     reach(ev, "stress_reported");
 }
 
@@ -205,6 +225,7 @@ void job_history::close(const event& ev, std::string outcome) {
 void job_history::add(const event& ev) {
   seq_ = ev.seq;
   if (const auto* x = std::get_if<flow_stepped>(&ev.body)) {
+    follow(x->change);
     const auto& path = x->path;
     // `applied`: the step's details went to the running flow already;
     // `closed_here`: a flow ended earlier in this step.
@@ -227,16 +248,15 @@ void job_history::add(const event& ev) {
         applied = true;
         std::string outcome;
         if (k + 1 == path.size()) {
-          outcome = x->after.last_outcome;
+          outcome = facts_.last_outcome;
           // A link switch that ended without any recovery strategy ends
           // with what the operator was told.
           if (active_->kind != "recovery" && active_->strategies.empty()
               && !active_->operator_result.empty())
             outcome = active_->operator_result;
         } else {
-          outcome = active_->operator_result.empty()
-                      ? std::string{"ended"}
-                      : active_->operator_result;
+          outcome = active_->operator_result.empty() ? std::string{"ended"}
+                                                     : active_->operator_result;
         }
         close(ev, outcome.empty() ? std::string{"ended"} : std::move(outcome));
         applied = false;
@@ -291,11 +311,11 @@ std::string describe(const event& ev) {
     overload{
       [](const job_put& x) {
         return std::string{x.created ? "job created" : "job updated"} + ": "
-               + std::to_string(x.spec.pods.size()) + " pods, "
-               + std::to_string(ranks_of(x.spec)) + " ranks"
-               + (x.spec.recover_strategies.empty()
-                    ? std::string{}
-                    : ", strategies " + join(x.spec.recover_strategies, ","));
+          + std::to_string(x.spec.pods.size()) + " pods, "
+          + std::to_string(ranks_of(x.spec)) + " ranks"
+          + (x.spec.recover_strategies.empty()
+               ? std::string{}
+               : ", strategies " + join(x.spec.recover_strategies, ","));
       },
       [](const job_deleted&) { return std::string{"job deleted"}; },
       [](const annotations_changed& x) {
@@ -308,28 +328,28 @@ std::string describe(const event& ev) {
       },
       [](const job_inited& x) {
         return "Init by " + (x.role.empty() ? std::string{"agent"} : x.role)
-               + ": strategies " + join(x.config.strategies, ",")
-               + (x.config.platform_mode ? ", platform mode" : "");
+          + ": strategies " + join(x.config.strategies, ",")
+          + (x.config.platform_mode ? ", platform mode" : "");
       },
       [](const job_registered& x) {
-        return "Register by " + (x.role.empty() ? std::string{"agent"} : x.role);
+        return "Register by "
+          + (x.role.empty() ? std::string{"agent"} : x.role);
       },
       [](const subscriber_attached& x) {
         return "agent stream #" + std::to_string(x.generation) + " attached ("
-               + (x.role.empty() ? std::string{"-"} : x.role) + " at "
-               + x.peer + ")";
+          + (x.role.empty() ? std::string{"-"} : x.role) + " at " + x.peer
+          + ")";
       },
       [](const subscriber_detached& x) {
         return "agent stream #" + std::to_string(x.generation)
-               + " detached: " + x.reason;
+          + " detached: " + x.reason;
       },
       [](const device_faults_reported& x) {
         std::string result = "fault center: " + x.health_state + ", "
-                             + std::to_string(x.faults.size())
-                             + " device faults";
+          + std::to_string(x.faults.size()) + " device faults";
         for (const auto& f : x.faults)
           result += " " + f.node_name + "/" + f.device_id + ":"
-                    + join(f.fault_codes, "+");
+            + join(f.fault_codes, "+");
         return result;
       },
       [](const flow_stepped& x) { return describe_step(x); },

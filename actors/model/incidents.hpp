@@ -147,6 +147,16 @@ private:
   void update(const event& ev, const flow_stepped& x, bool milestones);
   void close(const event& ev, std::string outcome);
   void reach(const event& ev, const char* name);
+  void follow(const recovery_delta& d);
+
+  /// What the incidents need of the recovery state, followed through the
+  /// steps' changes.
+  struct flow_facts {
+    std::string uuid;
+    std::vector<std::string> decided;
+    om_kind om = om_kind::none;
+    std::string last_outcome;
+  };
 
   size_t keep_;
   std::deque<incident> finished_;
@@ -156,13 +166,15 @@ private:
   bool exists_ = false;
   bool registered_ = false;
   uint64_t seq_ = 0;
+  flow_facts facts_;
 };
 
 /// Every incident of a job's events (finished ones, then the running one).
 std::vector<incident> build_incidents(const std::vector<event>& evs);
 
 /// The incident kind a flow that starts with step `x` has.
-std::string flow_kind(const flow_stepped& x);
+/// `om` is the operator action running after the step.
+std::string flow_kind(const flow_stepped& x, om_kind om);
 
 /// One readable line about an event, e.g. "receiveReport stop (code 0):
 /// WaitReportStopCompleteState -> WaitFaultFlushFinishedState".

@@ -14,8 +14,8 @@ namespace recoverd {
 namespace {
 
 // Strategies a job may configure, in the reference's priority order.
-constexpr std::array<const char*, 6> known_strategies
-  = {"retry", "recover-in-place", "recover", "elastic-training", "dump", "exit"};
+constexpr std::array<const char*, 6> known_strategies = {
+  "retry", "recover-in-place", "recover", "elastic-training", "dump", "exit"};
 
 int strategy_priority(const std::string& name) {
   for (size_t i = 0; i < known_strategies.size(); ++i)
@@ -30,8 +30,8 @@ bool is_known_strategy(const std::string& name) {
 
 bool is_decimal(const std::string& x) {
   return !x.empty() && x.size() <= 9
-         && std::all_of(x.begin(), x.end(),
-                        [](char c) { return c >= '0' && c <= '9'; });
+    && std::all_of(x.begin(), x.end(),
+                   [](char c) { return c >= '0' && c <= '9'; });
 }
 
 failure bad(std::string field, std::string what) {
@@ -86,81 +86,80 @@ const char* kind_name(const event_body& body) {
 // -- apply --------------------------------------------------------------------
 
 job_model apply(job_model state, const event& ev) {
-  std::visit(
-    overload{
-      [&](const job_put& x) {
-        if (x.created) {
-          // A (re-)created job starts afresh; only the sequence and the
-          // subscription counter continue, so ids stay unique.
-          auto generation = state.subscriber_generation;
-          state = job_model{};
-          state.subscriber_generation = generation;
-          state.created_at_ms = ev.time_ms;
-        }
-        state.exists = true;
-        state.spec = x.spec;
-        state.ranks = make_rank_index(state.spec);
-      },
-      [&](const job_deleted&) {
-        // The id and the subscription counter outlive a deletion, so a
-        // re-created job continues its history.
-        auto id = std::move(state.spec.job_id);
-        auto generation = state.subscriber_generation;
-        state = job_model{};
-        state.spec.job_id = std::move(id);
-        state.subscriber_generation = generation;
-      },
-      [&](const annotations_changed& x) {
-        for (const auto& key : x.removed)
-          state.spec.annotations.erase(key);
-        for (const auto& [key, value] : x.set)
-          state.spec.annotations[key] = value;
-      },
-      [&](const job_inited& x) {
-        state.inited = true;
-        state.init = x.config;
-      },
-      [&](const job_registered&) {
-        state.registered = true;
-        state.rec.label = "on";
-      },
-      [&](const subscriber_attached& x) {
-        state.subscriber_generation = x.generation;
-      },
-      [&](const subscriber_detached&) {
-        // nop: audit only; live streams are not part of the durable state
-      },
-      [&](const device_faults_reported& x) {
-        state.health_state = x.health_state;
-        state.device_faults = x.faults;
-      },
-      [&](const flow_stepped& x) {
-        state.rec = x.after;
-        for (const auto& key : x.removed_annotations)
-          state.spec.annotations.erase(key);
-        for (const auto& [key, value] : x.annotations)
-          state.spec.annotations[key] = value;
-      },
-    },
-    ev.body);
+  std::visit(overload{
+               [&](const job_put& x) {
+                 if (x.created) {
+                   // A (re-)created job starts afresh; only the sequence and
+                   // the subscription counter continue, so ids stay unique.
+                   auto generation = state.subscriber_generation;
+                   state = job_model{};
+                   state.subscriber_generation = generation;
+                   state.created_at_ms = ev.time_ms;
+                 }
+                 state.exists = true;
+                 state.spec = x.spec;
+                 state.ranks = make_rank_index(state.spec);
+               },
+               [&](const job_deleted&) {
+                 // The id and the subscription counter outlive a deletion, so a
+                 // re-created job continues its history.
+                 auto id = std::move(state.spec.job_id);
+                 auto generation = state.subscriber_generation;
+                 state = job_model{};
+                 state.spec.job_id = std::move(id);
+                 state.subscriber_generation = generation;
+               },
+               [&](const annotations_changed& x) {
+                 for (const auto& key : x.removed)
+                   state.spec.annotations.erase(key);
+                 for (const auto& [key, value] : x.set)
+                   state.spec.annotations[key] = value;
+               },
+               [&](const job_inited& x) {
+                 state.inited = true;
+                 state.init = x.config;
+               },
+               [&](const job_registered&) {
+                 state.registered = true;
+                 state.rec.job.label = "on";
+               },
+               [&](const subscriber_attached& x) {
+                 state.subscriber_generation = x.generation;
+               },
+               [&](const subscriber_detached&) {
+                 // nop: audit only; live streams are not part of the durable
+                 // state
+               },
+               [&](const device_faults_reported& x) {
+                 state.health_state = x.health_state;
+                 state.device_faults = x.faults;
+               },
+               [&](const flow_stepped& x) {
+                 patch(state.rec, x.change);
+                 for (const auto& key : x.removed_annotations)
+                   state.spec.annotations.erase(key);
+                 for (const auto& [key, value] : x.annotations)
+                   state.spec.annotations[key] = value;
+               },
+             },
+             ev.body);
   state.seq = ev.seq;
   state.updated_at_ms = ev.time_ms;
   return state;
 }
 
 job_model apply(job_model state, event&& ev) {
-  // Both members are assigned whole by their event (see above): apply the
-  // event with them moved out (copying what is left is cheap), then move
-  // them in.
-  std::optional<recovery> after;
+  // The large parts of an event are taken instead of copied: a step's
+  // change is patched in first (the rest of the event then applies with an
+  // empty change), a spec is moved in last.
   std::optional<job_spec> spec;
-  if (auto* x = std::get_if<flow_stepped>(&ev.body))
-    after = std::move(x->after);
-  else if (auto* x = std::get_if<job_put>(&ev.body))
+  if (auto* x = std::get_if<flow_stepped>(&ev.body)) {
+    patch(state.rec, std::move(x->change));
+    x->change = recovery_delta{};
+  } else if (auto* x = std::get_if<job_put>(&ev.body)) {
     spec = std::move(x->spec);
+  }
   state = apply(std::move(state), std::as_const(ev));
-  if (after)
-    state.rec = std::move(*after);
   if (spec) {
     state.spec = std::move(*spec);
     state.ranks = make_rank_index(state.spec);
@@ -192,16 +191,18 @@ failure validate(const job_spec& spec) {
     return err;
   if (!spec.framework.empty() && spec.framework != "pytorch"
       && spec.framework != "mindspore")
-    return bad("framework", "unknown framework " + quoted(spec.framework)
-                              + " (allowed: \"\", pytorch, mindspore)");
+    return bad("framework",
+               "unknown framework " + quoted(spec.framework)
+                 + " (allowed: \"\", pytorch, mindspore)");
   std::set<std::string> seen_strategies;
   for (size_t i = 0; i < spec.recover_strategies.size(); ++i) {
     const auto& s = spec.recover_strategies[i];
     auto field = "recoverStrategies[" + std::to_string(i) + "]";
     if (!is_known_strategy(s))
-      return bad(field, "unknown strategy " + quoted(s)
-                          + " (allowed: retry, recover-in-place, recover, "
-                            "elastic-training, dump, exit)");
+      return bad(field,
+                 "unknown strategy " + quoted(s)
+                   + " (allowed: retry, recover-in-place, recover, "
+                     "elastic-training, dump, exit)");
     if (!seen_strategies.insert(s).second)
       return bad(field, "strategy " + quoted(s) + " listed twice");
   }
@@ -212,9 +213,9 @@ failure validate(const job_spec& spec) {
                "mutually exclusive)");
   if (spec.fault_scheduling != "" && spec.fault_scheduling != "grace"
       && spec.fault_scheduling != "force")
-    return bad("faultScheduling", "unknown value "
-                                    + quoted(spec.fault_scheduling)
-                                    + " (allowed: \"\", grace, force)");
+    return bad("faultScheduling",
+               "unknown value " + quoted(spec.fault_scheduling)
+                 + " (allowed: \"\", grace, force)");
   const auto& sh = spec.sub_healthy_strategy;
   if (sh != "" && sh != "graceExit" && sh != "ignore" && sh != "hotSwitch")
     return bad("subHealthyStrategy",
@@ -248,13 +249,12 @@ failure validate(const job_spec& spec) {
         return bad(dfield + ".deviceId",
                    "duplicate device " + quoted(d.device_id) + " in pod");
       if (!is_decimal(d.rank_id))
-        return bad(dfield + ".rankId", "must be a non-negative decimal, got "
-                                         + quoted(d.rank_id));
+        return bad(dfield + ".rankId",
+                   "must be a non-negative decimal, got " + quoted(d.rank_id));
       auto where = p.node_name + "/" + d.device_id;
       if (auto [it, fresh] = rank_owner.emplace(d.rank_id, where); !fresh)
-        return bad(dfield + ".rankId", "rank " + d.rank_id
-                                         + " is already on device "
-                                         + it->second);
+        return bad(dfield + ".rankId",
+                   "rank " + d.rank_id + " is already on device " + it->second);
     }
   }
   return failure{};
@@ -281,8 +281,7 @@ std::vector<std::string> effective_strategies(const job_spec& spec) {
 init_config make_init_config(const job_spec& spec) {
   init_config result;
   result.platform_mode = spec.platform_mode
-                         || spec.annotations.count("ProcessRecoverStrategy")
-                              > 0;
+    || spec.annotations.count("ProcessRecoverStrategy") > 0;
   result.strategies = effective_strategies(spec);
   result.process_recover_enable = spec.process_recover_enable;
   result.sub_healthy_strategy = spec.sub_healthy_strategy;
@@ -308,7 +307,7 @@ expected<decision> decide_put(const job_model& state, const put_cmd& cmd) {
 }
 
 expected<decision> decide_annotate(const job_model& state,
-                                        const annotate_cmd& cmd) {
+                                   const annotate_cmd& cmd) {
   for (const auto& [key, value] : cmd.set)
     if (key.empty())
       return bad("set", "empty annotation key");
@@ -335,21 +334,22 @@ expected<decision> decide_annotate(const job_model& state,
 }
 
 expected<decision> decide_faults(const job_model& state,
-                                      const faults_cmd& cmd) {
+                                 const faults_cmd& cmd) {
   const auto& x = cmd.faults;
   const auto& hs = x.health_state;
   if (hs != "Healthy" && hs != "SubHealthy" && hs != "UnHealthy")
-    return bad("healthState", "unknown value " + quoted(hs)
-                                + " (allowed: Healthy, SubHealthy, UnHealthy)");
+    return bad("healthState",
+               "unknown value " + quoted(hs)
+                 + " (allowed: Healthy, SubHealthy, UnHealthy)");
   for (size_t i = 0; i < x.faults.size(); ++i) {
     const auto& f = x.faults[i];
     auto field = "faults[" + std::to_string(i) + "]";
     if (f.fault_codes.empty())
       return bad(field + ".faultCodes", "must not be empty");
     if (find_pod_of_device(state.spec, f.node_name, f.device_id) == nullptr)
-      return bad(field, "device " + quoted(f.device_id) + " on node "
-                          + quoted(f.node_name)
-                          + " is not in the job's topology");
+      return bad(field,
+                 "device " + quoted(f.device_id) + " on node "
+                   + quoted(f.node_name) + " is not in the job's topology");
   }
   decision result;
   // The fault center repeats its snapshot about every second; only a change
@@ -359,39 +359,40 @@ expected<decision> decide_faults(const job_model& state,
   return result;
 }
 
-expected<decision> decide_init(const job_model& state,
-                                    const init_cmd& cmd) {
+expected<decision> decide_init(const job_model& state, const init_cmd& cmd) {
   const auto& id = cmd.client.job_id;
   if (state.inited)
     return decision{{}, {0, "job(uid=" + id + ") init success"}};
   if (!state.spec.process_recover_enable
       && state.spec.sub_healthy_strategy != "hotSwitch")
     return decision{{},
-                    {403, "job(uid=" + id
-                            + ") process-recover-enable and subhealthy "
-                              "hotswtich not open:<nil>"}};
+                    {403,
+                     "job(uid=" + id
+                       + ") process-recover-enable and subhealthy "
+                         "hotswtich not open:<nil>"}};
   return decision{{job_inited{make_init_config(state.spec), cmd.client.role}},
                   {0, "job(uid=" + id + ") init success"}};
 }
 
 expected<decision> decide_register(const job_model& state,
-                                        const register_cmd& cmd) {
+                                   const register_cmd& cmd) {
   if (state.registered)
     return decision{{}, {0, "register success"}};
   if (!state.inited)
     return decision{{}, {408, "jobId=" + cmd.client.job_id + " not inited"}};
   if (cmd.cap_reached)
-    return decision{{},
-                    {500, "out of max serve jobs, reuse registry for jobId="
-                            + cmd.client.job_id}};
+    return decision{
+      {},
+      {500,
+       "out of max serve jobs, reuse registry for jobId=" + cmd.client.job_id}};
   return decision{{job_registered{cmd.client.role}}, {0, "register success"}};
 }
 
 expected<decision> decide_subscribe(const job_model& state,
-                                         const subscribe_cmd& cmd) {
+                                    const subscribe_cmd& cmd) {
   if (!state.registered)
     return fail(errc::not_registered,
-                      "jobId=" + cmd.client.job_id + " not registed");
+                "jobId=" + cmd.client.job_id + " not registed");
   decision result;
   if (cmd.live_generation != 0)
     result.events.emplace_back(
@@ -423,22 +424,24 @@ expected<decision> decide(const job_model& state, const command& cmd) {
       [&](const flow_cmd& x) -> expected<decision> {
         if (!state.registered)
           return fail(errc::not_registered,
-                            "jobId=" + state.spec.job_id + " not registed");
+                      "jobId=" + state.spec.job_id + " not registed");
         auto s = step(state.rec, state.spec, state.init, x.in, x.waits,
                       state.device_faults, state.ranks.get());
         if (!s)
           return s.error();
+        flow_stepped e;
+        static_cast<step_output&>(e) = std::move(*s);
+        e.input = std::move(s->input);
+        e.change = diff(state.rec, std::move(s->after));
         decision result;
         // A step that changes nothing (e.g. a pod change nobody waits for)
         // is not worth an event.
-        if (s->path.size() > 1 || !s->side_signals.empty()
-            || !s->annotations.empty() || !s->removed_annotations.empty()
-            || s->delivered || !s->om_messages.empty()
-            || s->after.platform_round != state.rec.platform_round
-            || x.in.name == ev::fault_absorbed
-            || x.in.name == ev::node_health_cleared
-            || s->after.deadline_ms != state.rec.deadline_ms)
-          result.events.emplace_back(std::move(*s));
+        if (e.path.size() > 1 || !e.change.empty() || !e.side_signals.empty()
+            || !e.annotations.empty() || !e.removed_annotations.empty()
+            || e.input.delivered || !e.om_messages.empty()
+            || e.input.name == ev::fault_absorbed
+            || e.input.name == ev::node_health_cleared)
+          result.events.emplace_back(std::move(e));
         return result;
       },
       [&](const detach_cmd& x) -> expected<decision> {
@@ -460,18 +463,18 @@ job_status to_status(const job_model& state, bool subscribed) {
   result.inited = state.inited;
   result.registered = state.registered;
   result.subscribed = subscribed;
-  result.recovery_state = to_string(state.rec.state);
-  result.process_recover_label = state.rec.label;
+  result.recovery_state = to_string(state.rec.flow.state);
+  result.process_recover_label = state.rec.job.label;
   result.last_seq = state.seq;
   result.created_at_ms = state.created_at_ms;
   result.updated_at_ms = state.updated_at_ms;
   result.device_faults = state.device_faults;
   result.health_state = state.health_state;
-  result.uuid = state.rec.uuid;
-  result.reset_json = state.rec.reset_json;
-  result.reset_check = state.rec.reset_check;
-  result.last_outcome = state.rec.last_outcome;
-  result.flows = state.rec.flows;
+  result.uuid = state.rec.flow.uuid;
+  result.reset_json = state.rec.job.reset_json;
+  result.reset_check = state.rec.job.reset_check;
+  result.last_outcome = state.rec.job.last_outcome;
+  result.flows = state.rec.job.flows;
   return result;
 }
 
@@ -482,12 +485,12 @@ job_summary to_summary(const job_model& state, bool subscribed) {
   result.ns = state.spec.ns;
   result.registered = state.registered;
   result.subscribed = subscribed;
-  result.recovery_state = to_string(state.rec.state);
+  result.recovery_state = to_string(state.rec.flow.state);
   result.pods = static_cast<int32_t>(state.spec.pods.size());
   for (const auto& p : state.spec.pods)
     result.ranks += static_cast<int32_t>(p.devices.size());
   result.last_seq = state.seq;
-  for (const auto& [node, since] : state.rec.unhealthy_nodes)
+  for (const auto& [node, since] : state.rec.job.unhealthy_nodes)
     result.unhealthy_nodes.push_back(
       {node, state.spec.job_id, "UnHealthy",
        "stress test found a fault (result code 2)", since});
@@ -495,8 +498,8 @@ job_summary to_summary(const job_model& state, bool subscribed) {
 }
 
 annotations_view to_annotations_view(const job_model& state) {
-  return {state.spec.job_id, state.spec.annotations,
-          state.rec.label, state.seq};
+  return {state.spec.job_id, state.spec.annotations, state.rec.job.label,
+          state.seq};
 }
 
 } // namespace recoverd

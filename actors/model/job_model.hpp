@@ -13,13 +13,21 @@
 
 #include "actors/model/fault_center.hpp"
 #include "actors/model/recovery.hpp"
+#include "actors/model/recovery_delta.hpp"
 #include "actors/model/topology.hpp"
 #include "actors/model/types.hpp"
 
 namespace recoverd {
 
-/// One step of the recovery machine, as an event.
-using flow_stepped = flow_step;
+/// One step of the recovery machine, as an event: its input, what it
+/// wrote, and what it changed in the machine's state (not the whole state:
+/// snapshots hold that).
+struct flow_stepped : step_output {
+  /// The input the step received.
+  flow_input input;
+  /// What the step changed.
+  recovery_delta change;
+};
 
 /// What an event says happened.
 using event_body
@@ -137,9 +145,9 @@ struct flow_cmd {
 };
 
 /// Everything a job can be asked to do.
-using command = std::variant<put_cmd, delete_cmd, annotate_cmd, faults_cmd,
-                             init_cmd, register_cmd, subscribe_cmd, detach_cmd,
-                             flow_cmd>;
+using command
+  = std::variant<put_cmd, delete_cmd, annotate_cmd, faults_cmd, init_cmd,
+                 register_cmd, subscribe_cmd, detach_cmd, flow_cmd>;
 
 /// What an input causes: the events to append (maybe none) and, for Recover
 /// calls, the business status to answer once they are durable.

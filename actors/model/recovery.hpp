@@ -31,8 +31,15 @@ struct recover_report {
   std::vector<std::string> isolate_ranks;
 };
 
-/// The recovery machine's part of a job's state.
-struct recovery {
+/// Field-wise equality.
+inline bool operator==(const recover_report& x, const recover_report& y) {
+  return x.code == y.code && x.strategy == y.strategy
+    && x.isolate_ranks == y.isolate_ranks;
+}
+
+/// What one flow of the machine holds, from leaving INIT until back in
+/// INIT; a finished flow resets it with `= {}`.
+struct flow_part {
   /// The machine's state; `init` when idle.
   flow_state state = flow_state::init;
   /// The flow's uuid; empty when idle.
@@ -54,22 +61,10 @@ struct recovery {
   int64_t deadline_ms = 0;
   /// The event the machine receives at the deadline.
   flow_event deadline_event = flow_event::none;
-  /// The reference's PodGroup label `process-recover-enable`.
-  std::string label;
-  /// The reset document's retry counter (reference §13 RetryTime).
-  int32_t retry_time = 0;
-  /// The reset document (`reset.json`) as the reference would write it.
-  std::string reset_json;
-  /// Hex SHA-256 of `reset_json` (the reference's `checkCode`).
-  std::string reset_check;
-  /// When the current flow began (Unix ms); 0 when idle.
-  int64_t flow_started_ms = 0;
-  /// Job health from the last fault: Healthy, SubHealthy or UnHealthy.
+  /// When the flow began (Unix ms); 0 when idle.
+  int64_t started_ms = 0;
+  /// Job health from the flow's faults: Healthy, SubHealthy or UnHealthy.
   std::string health = "Healthy";
-  /// Flows completed so far (any outcome).
-  uint64_t flows = 0;
-  /// How the last flow ended, e.g. "recover-success", "killed".
-  std::string last_outcome;
   /// Pod uids when the flow began (pod rank -> uid), to see rescheduling.
   std::map<int32_t, std::string> origin_uids;
   /// End of a polled wait (reschedule, job-level fallback); 0 when none.
@@ -86,28 +81,57 @@ struct recovery {
   bool restart_in_place = false;
   /// The recover-in-place check (reference §5.4 step 3) has run.
   bool in_place_checked = false;
-  /// The running operator action.
-  om_kind om = om_kind::none;
+  /// Nodes a stress test's result isolates, until the recovery takes them.
+  std::vector<std::string> isolate_nodes;
+};
+
+/// The running operator action (link switch or stress test); reset with
+/// `= {}` when it ends.
+struct operator_action {
+  /// Which action runs; `none` when none.
+  om_kind kind = om_kind::none;
   /// Who asked for it (the operator's peer).
-  std::string om_operator;
+  std::string who;
   /// Link switch: global ranks and their operations (true = to backup).
   std::vector<std::string> switch_ranks;
   std::vector<bool> switch_ops;
-  /// The last message for the operator stream, and whether it was final.
-  std::string om_last_message;
-  bool om_done = false;
-  /// The kind of operator action `om_last_message` belongs to.
-  om_kind om_last_kind = om_kind::none;
   /// Stress test: global rank -> operations to run.
   stress_ops_map stress_params;
   /// Stress test: a fault was reported while it ran (reference §9.2 406),
   /// so it ends in a recovery whatever the result.
   bool stress_fault = false;
-  /// Stress test: nodes its result isolates, until the recovery takes them.
-  std::vector<std::string> isolate_nodes;
-  /// Nodes stress tests found faulty (node -> when, Unix ms). Outlives
-  /// flows; cleared only by an operator.
+};
+
+/// What outlives flows: the job's documents, its counters and what an
+/// operator was told last.
+struct job_standing {
+  /// The reference's PodGroup label `process-recover-enable`.
+  std::string label;
+  /// The reset document's retry counter (reference §13 RetryTime).
+  int32_t retry_time = 0;
+  /// The reset document (`reset.json`) as the reference would write it.
+  std::string reset_json;
+  /// Hex SHA-256 of `reset_json` (the reference's `checkCode`).
+  std::string reset_check;
+  /// Flows completed so far (any outcome).
+  uint64_t flows = 0;
+  /// How the last flow ended, e.g. "recover-success", "killed".
+  std::string last_outcome;
+  /// The last message for the operator stream, and whether it was final.
+  std::string om_last_message;
+  bool om_done = false;
+  /// The kind of operator action `om_last_message` belongs to.
+  om_kind om_last_kind = om_kind::none;
+  /// Nodes stress tests found faulty (node -> when, Unix ms). Cleared only
+  /// by an operator.
   std::map<std::string, int64_t> unhealthy_nodes;
+};
+
+/// The recovery machine's part of a job's state, grouped by lifetime.
+struct recovery {
+  flow_part flow;
+  operator_action action;
+  job_standing job;
 };
 
 /// An input of the machine.
@@ -141,20 +165,14 @@ struct flow_input {
   std::string node;
 };
 
-/// What one step produced.
-struct flow_step {
-  /// The input's event.
-  flow_event input = flow_event::none;
+/// What one step wrote besides the machine's state.
+struct step_output {
   /// States entered, in order (the first is the state before the step).
   std::vector<flow_state> path;
-  /// The machine's state after the step.
-  recovery after;
   /// Annotations recoverd writes (e.g. ProcessRecoverStatus).
   string_map annotations;
   /// Annotations recoverd removes (e.g. a stale ProcessResultFault).
   std::vector<std::string> removed_annotations;
-  /// The signal this step delivered (notify results), if any.
-  std::optional<process_signal> delivered;
   /// Signals to send once, without waiting for their delivery (reference:
   /// "send result ignored"), e.g. the dump-exit after a dump.
   std::vector<process_signal> side_signals;
@@ -162,19 +180,15 @@ struct flow_step {
   std::vector<std::string> om_messages;
   /// The operator action ended with this step.
   bool om_final = false;
-  /// startSwitchNic input details, for the audit trail.
-  std::vector<std::string> switch_ranks;
-  std::vector<bool> switch_ops;
-  std::string who;
-  /// startStressTest / stress result / nodeHealthCleared input details.
-  stress_ops_map stress_params;
-  stress_results stress_result;
-  std::string node;
-  /// The input's faults, strategies and report, for the record.
-  std::vector<fault_rank> faults;
-  std::vector<std::string> strategies;
-  recover_report report;
-  report_kind kind = report_kind::none;
+};
+
+/// What one step produced: its input, the machine's whole state after it,
+/// and what it wrote.
+struct flow_step : step_output {
+  /// The input, as the step received it.
+  flow_input input;
+  /// The machine's state after the step.
+  recovery after;
 };
 
 /// One requested link operation: a device of a node, to backup (true) or

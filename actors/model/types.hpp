@@ -23,11 +23,11 @@ struct device {
 
 /// One pod of a job.
 struct pod {
-  int32_t pod_rank = 0;     ///< Pod index within the job.
-  std::string uid;          ///< Pod uid; changes when rescheduled.
-  std::string node_name;    ///< Node the pod runs on.
-  bool running = false;     ///< Running with devices allocated.
-  int32_t super_pod_id = -1; ///< Super-pod id, -1 when unknown.
+  int32_t pod_rank = 0;        ///< Pod index within the job.
+  std::string uid;             ///< Pod uid; changes when rescheduled.
+  std::string node_name;       ///< Node the pod runs on.
+  bool running = false;        ///< Running with devices allocated.
+  int32_t super_pod_id = -1;   ///< Super-pod id, -1 when unknown.
   std::vector<device> devices; ///< Devices and their ranks.
 };
 
@@ -103,6 +103,20 @@ struct process_signal {
   std::vector<std::string> node_rank_ids;
   std::string extra_params;
 };
+
+/// Field-wise equality (a step's change is what differs).
+inline bool operator==(const fault_rank& x, const fault_rank& y) {
+  return x.rank_id == y.rank_id && x.fault_type == y.fault_type;
+}
+
+/// Field-wise equality.
+inline bool operator==(const process_signal& x, const process_signal& y) {
+  return x.uuid == y.uuid && x.job_id == y.job_id
+    && x.signal_type == y.signal_type && x.actions == y.actions
+    && x.fault_ranks == y.fault_ranks && x.change_strategy == y.change_strategy
+    && x.timeout == y.timeout && x.node_rank_ids == y.node_rank_ids
+    && x.extra_params == y.extra_params;
+}
 
 // -- events -------------------------------------------------------------------
 
@@ -184,7 +198,8 @@ struct stress_op_result {
 };
 
 /// A worker's results: global rank -> operation code -> result.
-using stress_results = std::map<std::string, std::map<std::string, stress_op_result>>;
+using stress_results
+  = std::map<std::string, std::map<std::string, stress_op_result>>;
 
 /// A node a stress test found faulty: isolated until an operator clears it.
 struct node_health {

@@ -12,7 +12,8 @@ namespace {
 /// Builds a job's event list with consecutive sequence numbers.
 struct history_builder {
   std::vector<event> evs;
-  recovery rec; // the machine's state after the last step
+  recovery rec;  // the machine's state after the last step
+  recovery seen; // the state the last recorded step left
 
   void add(int64_t t, event_body body) {
     evs.push_back({evs.size() + 1, t, std::move(body)});
@@ -22,12 +23,13 @@ struct history_builder {
   flow_stepped& step(int64_t t, flow_event input,
                      std::vector<flow_state> states) {
     flow_stepped x;
-    x.input = input;
-    x.path.push_back(rec.state);
+    x.input.name = input;
+    x.path.push_back(rec.flow.state);
     for (auto s : states)
       x.path.push_back(s);
-    rec.state = x.path.back();
-    x.after = rec;
+    rec.flow.state = x.path.back();
+    x.change = diff(seen, recovery{rec});
+    seen = rec;
     add(t, std::move(x));
     return std::get<flow_stepped>(evs.back().body);
   }
@@ -48,34 +50,34 @@ history_builder recovery_story() {
   h.add(1000, job_inited{{}, "agent"});
   h.add(1000, job_registered{"agent"});
   h.add(1100, subscriber_attached{1, "agent", "ipv4:127.0.0.1:5"});
-  h.rec.uuid = "U1";
-  h.rec.faults = {{"1", fault_type::normal}};
+  h.rec.flow.uuid = "U1";
+  h.rec.flow.faults = {{"1", fault_type::normal}};
   auto& f = h.step(2000, ev::fault_occur, {st::notify_wait_fault_flushing});
-  f.faults = {{"1", "1"}};
+  f.input.faults = {{"1", "1"}};
   h.step(2000, ev::notify_finish, {st::notify_stop_train});
   h.step(2010, ev::notify_success, {st::wait_stop_complete});
   auto& stop = h.step(2110, ev::receive_report, {st::wait_fault_flush_finished});
-  stop.kind = report_kind::stop;
+  stop.input.kind = report_kind::stop;
   h.step(2110, ev::flush_finished, {st::notify_global_fault});
   h.step(2120, ev::notify_success, {st::wait_recover_strategy});
-  h.rec.decided = {"recover"};
+  h.rec.flow.decided = {"recover"};
   auto& decide = h.step(2400, ev::receive_report, {st::notify_decided_strategy});
-  decide.kind = report_kind::strategy;
-  decide.strategies = {"recover", "dump"};
+  decide.input.kind = report_kind::strategy;
+  decide.input.strategies = {"recover", "dump"};
   h.step(2410, ev::notify_recover_strategy_success,
          {st::wait_process_recover_status});
-  h.rec.decided.clear();
-  h.rec.uuid.clear();
-  h.rec.faults.clear();
-  h.rec.last_outcome = "recover-success";
-  h.rec.flows = 1;
+  h.rec.flow.decided.clear();
+  h.rec.flow.uuid.clear();
+  h.rec.flow.faults.clear();
+  h.rec.job.last_outcome = "recover-success";
+  h.rec.job.flows = 1;
   auto& done = h.step(2900, ev::receive_report,
                       {st::check_recover_result, st::init});
-  done.kind = report_kind::status;
+  done.input.kind = report_kind::status;
   done.annotations = {{"ProcessRecoverStatus", "recover-success"}};
   h.add(3000, device_faults_reported{"Healthy", {}});
-  h.rec.uuid = "U2";
-  h.rec.faults = {{"0", fault_type::normal}};
+  h.rec.flow.uuid = "U2";
+  h.rec.flow.faults = {{"0", fault_type::normal}};
   h.step(5000, ev::fault_occur, {st::notify_wait_fault_flushing});
   return h;
 }
@@ -156,30 +158,30 @@ TEST_CASE("incidents: a link switch, and one that hands over to a recovery "
           "in the same step") {
   history_builder h;
   h.add(10, job_put{spec(), true});
-  h.rec.om = om_kind::switch_nic;
-  h.rec.uuid = "S1";
+  h.rec.action.kind = om_kind::switch_nic;
+  h.rec.flow.uuid = "S1";
   auto& start = h.step(100, ev::start_switch_nic, {st::notify_pause_train});
-  start.switch_ranks = {"0"};
+  start.input.switch_ranks = {"0"};
   h.step(110, ev::notify_success, {st::wait_pause_complete});
-  h.step(150, ev::receive_report, {st::notify_switch_nic}).kind = report_kind::stop;
+  h.step(150, ev::receive_report, {st::notify_switch_nic}).input.kind = report_kind::stop;
   h.step(160, ev::notify_success, {st::wait_switch_nic_finished});
-  h.step(400, ev::receive_report, {st::notify_continue_train}).kind = report_kind::switch_nic;
+  h.step(400, ev::receive_report, {st::notify_continue_train}).input.kind = report_kind::switch_nic;
   h.step(410, ev::notify_continue_success, {st::wait_continue_train});
-  h.rec.om = om_kind::none;
-  h.rec.uuid.clear();
-  h.rec.last_outcome = "recovered";
-  h.rec.flows = 1;
+  h.rec.action.kind = om_kind::none;
+  h.rec.flow.uuid.clear();
+  h.rec.job.last_outcome = "recovered";
+  h.rec.job.flows = 1;
   auto& end = h.step(500, ev::switch_nic_recv_continue, {st::init});
   end.om_messages = {"switch nic finish"};
   end.om_final = true;
   MESSAGE("a second switch during which a fault arrived");
-  h.rec.om = om_kind::switch_nic;
-  h.rec.uuid = "S2";
+  h.rec.action.kind = om_kind::switch_nic;
+  h.rec.flow.uuid = "S2";
   h.step(1000, ev::start_switch_nic, {st::notify_pause_train});
   h.step(1010, ev::notify_success, {st::wait_continue_train});
-  h.rec.om = om_kind::none;
-  h.rec.uuid = "R1";
-  h.rec.faults = {{"1", fault_type::normal}};
+  h.rec.action.kind = om_kind::none;
+  h.rec.flow.uuid = "R1";
+  h.rec.flow.faults = {{"1", fault_type::normal}};
   auto& handover = h.step(1200, ev::switch_nic_recv_continue,
                           {st::init, st::notify_wait_fault_flushing});
   handover.om_messages = {"switch nic finish"};
@@ -236,18 +238,18 @@ TEST_CASE("incidents: a stress test, its result phase and what the operator "
           "was told") {
   history_builder h;
   h.add(10, job_put{spec(), true});
-  h.rec.om = om_kind::stress;
-  h.rec.uuid = "T1";
+  h.rec.action.kind = om_kind::stress;
+  h.rec.flow.uuid = "T1";
   h.step(100, ev::start_stress_test, {st::notify_pause_train});
   h.step(110, ev::notify_success, {st::wait_pause_complete});
-  h.step(150, ev::receive_report, {st::notify_stress_test}).kind = report_kind::stop;
+  h.step(150, ev::receive_report, {st::notify_stress_test}).input.kind = report_kind::stop;
   h.step(160, ev::notify_success, {st::wait_stress_test_finished});
   auto& result = h.step(700, ev::receive_report, {st::notify_continue_train});
-  result.kind = report_kind::stress;
+  result.input.kind = report_kind::stress;
   result.om_messages = {"stress test finish, result:{}"};
   h.step(710, ev::notify_continue_success, {st::wait_continue_train});
-  h.rec.om = om_kind::none;
-  h.rec.last_outcome = "recovered";
+  h.rec.action.kind = om_kind::none;
+  h.rec.job.last_outcome = "recovered";
   auto& end = h.step(800, ev::stress_test_recv_continue, {st::init});
   end.om_final = true;
   auto xs = build_incidents(h.evs);

@@ -225,7 +225,7 @@ TEST_CASE("Register answers 408 before Init, 500 at the cap, then 0") {
   CHECK(status.code == 0);
   CHECK(status.info == "register success");
   CHECK(m.registered);
-  CHECK(m.rec.label == "on");
+  CHECK(m.rec.job.label == "on");
   MESSAGE("idempotent, and no new event");
   auto seq = m.seq;
   m = step(m, register_cmd{{"j", "t", ""}, true}, &status);
@@ -254,7 +254,7 @@ TEST_CASE("Subscribe needs registration and takes over the older stream") {
   MESSAGE("subscribing does not reset the job");
   m = step(m, subscribe_cmd{{"j", "t", "peer2"}, 1});
   CHECK(m.registered);
-  CHECK(m.rec.state == st::init);
+  CHECK(m.rec.flow.state == st::init);
 }
 
 TEST_CASE("a stale detach is ignored; a live one is recorded") {

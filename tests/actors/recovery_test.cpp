@@ -61,8 +61,8 @@ struct machine {
 
   // Confirms delivery of the outbox signal.
   process_signal deliver() {
-    REQUIRE(rec.outbox.has_value());
-    auto sig = *rec.outbox;
+    REQUIRE(rec.flow.outbox.has_value());
+    auto sig = *rec.flow.outbox;
     flow_input in;
     in.name = send_result_event(sig);
     in.delivered = sig;
@@ -88,7 +88,7 @@ struct machine {
     deliver(); // stopTrain
     report(report_kind::stop);
     deliver(); // globalFault
-    REQUIRE(rec.state == st::wait_recover_strategy);
+    REQUIRE(rec.flow.state == st::wait_recover_strategy);
   }
 };
 
@@ -100,14 +100,14 @@ TEST_CASE("every row of the transition table is reachable and lands where "
     CAPTURE(t.from);
     CAPTURE(t.event);
     machine m{{"retry", "recover", "dump"}};
-    m.rec.state = t.from;
-    m.rec.uuid = "U";
-    m.rec.faults = {{"8", fault_type::normal}};
-    m.rec.fault_pods = {1};
-    m.rec.agent_strategies = {"recover", "dump"};
-    m.rec.decided = {"recover"};
-    m.rec.results = {{0, "recover", {}}};
-    m.rec.wait_until_ms = m.now - 1;
+    m.rec.flow.state = t.from;
+    m.rec.flow.uuid = "U";
+    m.rec.flow.faults = {{"8", fault_type::normal}};
+    m.rec.flow.fault_pods = {1};
+    m.rec.flow.agent_strategies = {"recover", "dump"};
+    m.rec.flow.decided = {"recover"};
+    m.rec.flow.results = {{0, "recover", {}}};
+    m.rec.flow.wait_until_ms = m.now - 1;
     flow_input in;
     in.name = t.event;
     in.kind = expected_report(t.from);
@@ -141,21 +141,21 @@ TEST_CASE("inputs a state does not wait for are refused and change nothing") {
 TEST_CASE("a normal fault: stopTrain, then globalFault over the whole pod") {
   machine m;
   m.fault({{"8", "1"}});
-  CHECK(m.rec.state == st::notify_stop_train);
-  REQUIRE(m.rec.outbox);
-  auto stop = *m.rec.outbox;
+  CHECK(m.rec.flow.state == st::notify_stop_train);
+  REQUIRE(m.rec.flow.outbox);
+  auto stop = *m.rec.flow.outbox;
   CHECK(stop.signal_type == "stopTrain");
   CHECK(stop.actions == std::vector<std::string>{"stop_train"});
   CHECK_FALSE(stop.uuid.empty());
   REQUIRE(stop.fault_ranks.size() == 1);
   CHECK(stop.fault_ranks[0].rank_id == "8");
-  CHECK(m.rec.reset_json.find("\"FaultFlushing\":true") != std::string::npos);
+  CHECK(m.rec.job.reset_json.find("\"FaultFlushing\":true") != std::string::npos);
   m.deliver();
-  CHECK(m.rec.state == st::wait_stop_complete);
-  CHECK(m.rec.deadline_event == ev::receive_timeout);
+  CHECK(m.rec.flow.state == st::wait_stop_complete);
+  CHECK(m.rec.flow.deadline_event == ev::receive_timeout);
   m.report(report_kind::stop);
-  REQUIRE(m.rec.outbox);
-  auto global = *m.rec.outbox;
+  REQUIRE(m.rec.flow.outbox);
+  auto global = *m.rec.flow.outbox;
   CHECK(global.signal_type == "globalFault");
   CHECK(global.uuid == stop.uuid);
   CHECK(global.actions
@@ -166,7 +166,7 @@ TEST_CASE("a normal fault: stopTrain, then globalFault over the whole pod") {
   for (const auto& f : global.fault_ranks)
     CHECK(f.fault_type == "1");
   CHECK(global.node_rank_ids == std::vector<std::string>{"1"});
-  CHECK(m.rec.reset_json.find("\"RankId\":15") != std::string::npos);
+  CHECK(m.rec.job.reset_json.find("\"RankId\":15") != std::string::npos);
 }
 
 TEST_CASE("stop-complete 404 kills the job") {
@@ -174,14 +174,14 @@ TEST_CASE("stop-complete 404 kills the job") {
   m.fault({{"8", "1"}});
   m.deliver();
   m.report(report_kind::stop, 404);
-  CHECK(m.rec.state == st::notify_kill_job);
-  REQUIRE(m.rec.outbox);
-  CHECK(m.rec.outbox->signal_type == "killMaster");
-  CHECK(m.rec.outbox->actions.empty());
+  CHECK(m.rec.flow.state == st::notify_kill_job);
+  REQUIRE(m.rec.flow.outbox);
+  CHECK(m.rec.flow.outbox->signal_type == "killMaster");
+  CHECK(m.rec.flow.outbox->actions.empty());
   m.deliver();
-  CHECK(m.rec.state == st::init);
-  CHECK(m.rec.last_outcome == "killed");
-  CHECK(m.rec.uuid.empty());
+  CHECK(m.rec.flow.state == st::init);
+  CHECK(m.rec.job.last_outcome == "killed");
+  CHECK(m.rec.flow.uuid.empty());
 }
 
 TEST_CASE("the strategy ladder: configured x agent-reported") {
@@ -203,16 +203,16 @@ TEST_CASE("the strategy ladder: configured x agent-reported") {
     CAPTURE(r.expected);
     machine m{r.configured};
     m.fault({{"8", "1"}});
-    if (m.rec.state == st::notify_dump)
+    if (m.rec.flow.state == st::notify_dump)
       continue; // dump-only jobs take the dying-gasp path; tested below
     m.deliver();
     m.report(report_kind::stop);
     m.deliver();
     m.report(report_kind::strategy, 0, "", r.agent);
-    REQUIRE(m.rec.outbox);
-    CHECK(m.rec.outbox->signal_type == "changeStrategy");
-    CHECK(m.rec.outbox->change_strategy == r.expected);
-    CHECK(m.rec.outbox->actions == std::vector<std::string>{"change_strategy"});
+    REQUIRE(m.rec.flow.outbox);
+    CHECK(m.rec.flow.outbox->signal_type == "changeStrategy");
+    CHECK(m.rec.flow.outbox->change_strategy == r.expected);
+    CHECK(m.rec.flow.outbox->actions == std::vector<std::string>{"change_strategy"});
   }
 }
 
@@ -224,17 +224,17 @@ TEST_CASE("retry faults: global fault lists the retry ranks; type 2 gives "
     m.fault({{"3", type}});
     m.deliver();
     m.report(report_kind::stop);
-    REQUIRE(m.rec.outbox);
-    CHECK(m.rec.outbox->signal_type == "globalFault");
-    CHECK(m.rec.outbox->actions == std::vector<std::string>{"on_global_rank"});
-    REQUIRE(m.rec.outbox->fault_ranks.size() == 1);
-    CHECK(m.rec.outbox->fault_ranks[0].fault_type == type);
-    CHECK(m.rec.outbox->timeout == (std::string{type} == "2" ? 33 : 0));
+    REQUIRE(m.rec.flow.outbox);
+    CHECK(m.rec.flow.outbox->signal_type == "globalFault");
+    CHECK(m.rec.flow.outbox->actions == std::vector<std::string>{"on_global_rank"});
+    REQUIRE(m.rec.flow.outbox->fault_ranks.size() == 1);
+    CHECK(m.rec.flow.outbox->fault_ranks[0].fault_type == type);
+    CHECK(m.rec.flow.outbox->timeout == (std::string{type} == "2" ? 33 : 0));
     m.deliver();
     m.report(report_kind::strategy, 0, "", {"retry", "recover", "dump"});
-    CHECK(m.rec.outbox->change_strategy == "retry");
-    REQUIRE(m.rec.outbox->fault_ranks.size() == 1);
-    CHECK(m.rec.outbox->fault_ranks[0].rank_id == "3");
+    CHECK(m.rec.flow.outbox->change_strategy == "retry");
+    REQUIRE(m.rec.flow.outbox->fault_ranks.size() == 1);
+    CHECK(m.rec.flow.outbox->fault_ranks[0].rank_id == "3");
   }
   machine m{{"retry", "recover", "dump"}};
   m.fault({{"3", "0"}});
@@ -242,14 +242,14 @@ TEST_CASE("retry faults: global fault lists the retry ranks; type 2 gives "
   m.report(report_kind::stop);
   m.deliver();
   m.report(report_kind::strategy, 0, "", {"recover", "dump"});
-  CHECK(m.rec.outbox->change_strategy == "dump");
+  CHECK(m.rec.flow.outbox->change_strategy == "dump");
   machine n{{"retry", "recover"}};
   n.fault({{"3", "0"}});
   n.deliver();
   n.report(report_kind::stop);
   n.deliver();
   n.report(report_kind::strategy, 0, "", {"recover"});
-  CHECK(n.rec.outbox->change_strategy == "exit");
+  CHECK(n.rec.flow.outbox->change_strategy == "exit");
 }
 
 TEST_CASE("result check: retry 405 goes round again with normal faults; 406 "
@@ -261,16 +261,16 @@ TEST_CASE("result check: retry 405 goes round again with normal faults; 406 "
   m.deliver();
   m.report(report_kind::strategy, 0, "", {"retry", "recover", "dump"});
   m.deliver();
-  CHECK(m.rec.state == st::wait_step_retry_status);
+  CHECK(m.rec.flow.state == st::wait_step_retry_status);
   m.report(report_kind::status, 405, "retry");
   CHECK(m.last_annotations.at("ProcessRecoverStatus") == "retry-failed");
-  REQUIRE(m.rec.outbox);
-  CHECK(m.rec.outbox->signal_type == "globalFault");
-  REQUIRE(m.rec.outbox->fault_ranks.size() == 8);
-  CHECK(m.rec.outbox->fault_ranks[0].fault_type == "1");
+  REQUIRE(m.rec.flow.outbox);
+  CHECK(m.rec.flow.outbox->signal_type == "globalFault");
+  REQUIRE(m.rec.flow.outbox->fault_ranks.size() == 8);
+  CHECK(m.rec.flow.outbox->fault_ranks[0].fault_type == "1");
   m.deliver();
   m.report(report_kind::strategy, 0, "", {"retry", "recover", "dump"});
-  CHECK(m.rec.outbox->change_strategy == "recover");
+  CHECK(m.rec.flow.outbox->change_strategy == "recover");
 
   machine k{{"retry", "recover", "dump"}};
   k.fault({{"3", "0"}});
@@ -280,8 +280,8 @@ TEST_CASE("result check: retry 405 goes round again with normal faults; 406 "
   k.report(report_kind::strategy, 0, "", {"retry", "recover", "dump"});
   k.deliver();
   k.report(report_kind::status, 406, "retry");
-  REQUIRE(k.rec.outbox);
-  CHECK(k.rec.outbox->change_strategy == "dump");
+  REQUIRE(k.rec.flow.outbox);
+  CHECK(k.rec.flow.outbox->change_strategy == "dump");
   machine q{{"retry", "recover", "dump"}};
   q.fault({{"3", "0"}});
   q.deliver();
@@ -290,7 +290,7 @@ TEST_CASE("result check: retry 405 goes round again with normal faults; 406 "
   q.report(report_kind::strategy, 0, "", {"retry", "recover", "dump"});
   q.deliver();
   q.report(report_kind::status, 499, "retry");
-  CHECK(q.rec.outbox->change_strategy == "exit");
+  CHECK(q.rec.flow.outbox->change_strategy == "exit");
 }
 
 TEST_CASE("recover success and failure") {
@@ -298,13 +298,13 @@ TEST_CASE("recover success and failure") {
   m.up_to_strategy_wait();
   m.report(report_kind::strategy, 0, "", {"recover", "dump"});
   m.deliver();
-  CHECK(m.rec.state == st::wait_process_recover_status);
+  CHECK(m.rec.flow.state == st::wait_process_recover_status);
   m.report(report_kind::status, 0, "recover");
-  CHECK(m.rec.state == st::init);
+  CHECK(m.rec.flow.state == st::init);
   CHECK(m.last_annotations.at("ProcessRecoverStatus") == "recover-success");
-  CHECK(m.rec.last_outcome == "recover-success");
-  CHECK(m.rec.flows == 1);
-  CHECK(m.rec.reset_json.find("\"RankList\":[]") != std::string::npos);
+  CHECK(m.rec.job.last_outcome == "recover-success");
+  CHECK(m.rec.job.flows == 1);
+  CHECK(m.rec.job.reset_json.find("\"RankList\":[]") != std::string::npos);
 
   machine f;
   f.up_to_strategy_wait();
@@ -312,8 +312,8 @@ TEST_CASE("recover success and failure") {
   f.deliver();
   f.report(report_kind::status, 1, "recover");
   CHECK(f.last_annotations.at("ProcessRecoverStatus") == "recover-failed");
-  REQUIRE(f.rec.outbox);
-  CHECK(f.rec.outbox->change_strategy == "dump");
+  REQUIRE(f.rec.flow.outbox);
+  CHECK(f.rec.flow.outbox->change_strategy == "dump");
 }
 
 TEST_CASE("dump then exit: dump_exit, reschedule, restart-all, fallback") {
@@ -321,66 +321,66 @@ TEST_CASE("dump then exit: dump_exit, reschedule, restart-all, fallback") {
   m.up_to_strategy_wait();
   m.report(report_kind::strategy, 0, "", {"dump"});
   m.deliver();
-  CHECK(m.rec.state == st::wait_dump_status);
+  CHECK(m.rec.flow.state == st::wait_dump_status);
   m.report(report_kind::status, 0, "dump");
   CHECK(m.last_annotations.at("ProcessRecoverStatus") == "dump-success");
   REQUIRE(m.last_side.size() == 1);
   CHECK(m.last_side[0].change_strategy == "exit");
   CHECK(m.last_side[0].extra_params == "dump_exit");
   CHECK(m.last_side[0].node_rank_ids == std::vector<std::string>{"1"});
-  CHECK(m.rec.state == st::listen_schedule_result);
+  CHECK(m.rec.flow.state == st::listen_schedule_result);
   MESSAGE("the platform replaces pod 1");
   m.spec.pods[1].uid = "new-uid";
   flow_input changed;
   changed.name = ev::job_changed;
   m.feed(changed);
-  CHECK(m.rec.retry_time == 1);
-  CHECK(m.rec.state == st::fault_retry);
-  CHECK(m.rec.label == "pause");
-  CHECK(m.rec.deadline_event == ev::fallback_check);
+  CHECK(m.rec.job.retry_time == 1);
+  CHECK(m.rec.flow.state == st::fault_retry);
+  CHECK(m.rec.job.label == "pause");
+  CHECK(m.rec.flow.deadline_event == ev::fallback_check);
   flow_input check;
   check.name = ev::fallback_check;
   m.feed(check);
-  CHECK(m.rec.state == st::init);
-  CHECK(m.rec.label == "on");
-  CHECK(m.rec.last_outcome == "job-level-fallback");
+  CHECK(m.rec.flow.state == st::init);
+  CHECK(m.rec.job.label == "on");
+  CHECK(m.rec.job.last_outcome == "job-level-fallback");
 }
 
 TEST_CASE("every wait has a deadline") {
   machine m;
   m.fault({{"8", "1"}});
-  CHECK(m.rec.deadline_ms > 0); // stopTrain nobody takes
-  CHECK(m.rec.deadline_event == ev::notify_fail);
+  CHECK(m.rec.flow.deadline_ms > 0); // stopTrain nobody takes
+  CHECK(m.rec.flow.deadline_event == ev::notify_fail);
   flow_input timeout;
   timeout.name = ev::notify_fail;
   m.feed(timeout);
-  CHECK(m.rec.state == st::fault_retry);
+  CHECK(m.rec.flow.state == st::fault_retry);
   CHECK(m.last_path[1] == st::fault_clear);
   MESSAGE("the job never runs again: kill");
   m.spec.pods[0].running = false;
-  m.now = m.rec.wait_until_ms + 1;
+  m.now = m.rec.flow.wait_until_ms + 1;
   flow_input check;
   check.name = ev::fallback_check;
   m.feed(check);
-  CHECK(m.rec.state == st::notify_kill_job);
-  CHECK(m.rec.deadline_event == ev::finish);
+  CHECK(m.rec.flow.state == st::notify_kill_job);
+  CHECK(m.rec.flow.deadline_event == ev::finish);
   flow_input give_up;
   give_up.name = ev::finish;
   m.feed(give_up);
-  CHECK(m.rec.state == st::init);
+  CHECK(m.rec.flow.state == st::init);
 }
 
 TEST_CASE("faults during a flow are absorbed, not restarted") {
   machine m;
   m.up_to_strategy_wait();
-  auto uuid = m.rec.uuid;
+  auto uuid = m.rec.flow.uuid;
   m.fault({{"2", "1"}}, ev::fault_absorbed);
-  CHECK(m.rec.state == st::wait_recover_strategy);
-  CHECK(m.rec.uuid == uuid);
+  CHECK(m.rec.flow.state == st::wait_recover_strategy);
+  CHECK(m.rec.flow.uuid == uuid);
   m.report(report_kind::strategy, 0, "", {"recover"});
-  REQUIRE(m.rec.outbox);
+  REQUIRE(m.rec.flow.outbox);
   bool has_two = false;
-  for (const auto& f : m.rec.outbox->fault_ranks)
+  for (const auto& f : m.rec.flow.outbox->fault_ranks)
     has_two = has_two || f.rank_id == "2";
   CHECK(has_two);
 }
@@ -405,7 +405,7 @@ TEST_CASE("ReportProcessFault classification and validation") {
   k = classify_process_fault(m.rec, m.spec, m.init, {{"8", "7"}});
   REQUIRE_FALSE(k);
   CHECK(message_of(k.error()).find("faultType") != std::string::npos);
-  m.rec.state = st::wait_recover_strategy;
+  m.rec.flow.state = st::wait_recover_strategy;
   k = classify_process_fault(m.rec, m.spec, m.init, {{"8", "1"}});
   REQUIRE(k);
   CHECK(*k == ev::fault_absorbed);
@@ -440,37 +440,37 @@ TEST_CASE("B45: DP scale-in, isolate ranks, scale-out") {
   machine m{{"elastic-training", "dump"}};
   m.up_to_strategy_wait();
   m.report(report_kind::strategy, 0, "", {"downgrade", "dump"});
-  REQUIRE(m.rec.outbox);
-  CHECK(m.rec.outbox->change_strategy == "downgrade");
-  CHECK(m.rec.outbox->extra_params == R"({"scale-in-strategy": "DP"})");
+  REQUIRE(m.rec.flow.outbox);
+  CHECK(m.rec.flow.outbox->change_strategy == "downgrade");
+  CHECK(m.rec.flow.outbox->extra_params == R"({"scale-in-strategy": "DP"})");
   m.deliver();
-  CHECK(m.rec.state == st::wait_scale_in_isolate);
+  CHECK(m.rec.flow.state == st::wait_scale_in_isolate);
   flow_input in;
   in.name = ev::receive_report;
   in.kind = report_kind::status;
   in.report = {201, "downgrade", {"0"}};
   m.feed(in);
-  CHECK(m.rec.state == st::check_scale_in_isolate);
-  REQUIRE(m.rec.outbox);
-  CHECK(m.rec.outbox->signal_type == "faultNodesExit");
-  CHECK(m.rec.outbox->actions == std::vector<std::string>{"fault_nodes_exit"});
-  CHECK(m.rec.outbox->node_rank_ids == std::vector<std::string>{"0"});
+  CHECK(m.rec.flow.state == st::check_scale_in_isolate);
+  REQUIRE(m.rec.flow.outbox);
+  CHECK(m.rec.flow.outbox->signal_type == "faultNodesExit");
+  CHECK(m.rec.flow.outbox->actions == std::vector<std::string>{"fault_nodes_exit"});
+  CHECK(m.rec.flow.outbox->node_rank_ids == std::vector<std::string>{"0"});
   m.deliver();
-  CHECK(m.rec.state == st::wait_scale_in_status);
+  CHECK(m.rec.flow.state == st::wait_scale_in_status);
   m.report(report_kind::status, 0, "downgrade");
-  CHECK(m.rec.state == st::scale_running);
+  CHECK(m.rec.flow.state == st::scale_running);
   MESSAGE("a replacement pod runs: scale out");
   m.spec.pods[1].uid = "replacement";
   flow_input changed;
   changed.name = ev::job_changed;
   m.feed(changed);
-  REQUIRE(m.rec.outbox);
-  CHECK(m.rec.outbox->change_strategy == "upgrade");
-  CHECK(m.rec.outbox->extra_params == R"({"scale-out-strategy": "DP"})");
+  REQUIRE(m.rec.flow.outbox);
+  CHECK(m.rec.flow.outbox->change_strategy == "upgrade");
+  CHECK(m.rec.flow.outbox->extra_params == R"({"scale-out-strategy": "DP"})");
   m.deliver();
-  CHECK(m.rec.state == st::wait_scale_out_status);
+  CHECK(m.rec.flow.state == st::wait_scale_out_status);
   m.report(report_kind::status, 0, "upgrade");
-  CHECK(m.rec.state == st::init);
+  CHECK(m.rec.flow.state == st::init);
 }
 
 TEST_CASE("no scale-in when pod 0 is faulty or the agent cannot downgrade") {
@@ -480,11 +480,11 @@ TEST_CASE("no scale-in when pod 0 is faulty or the agent cannot downgrade") {
   m.report(report_kind::stop);
   m.deliver();
   m.report(report_kind::strategy, 0, "", {"downgrade", "dump"});
-  CHECK(m.rec.outbox->change_strategy == "dump");
+  CHECK(m.rec.flow.outbox->change_strategy == "dump");
   machine n{{"elastic-training"}};
   n.up_to_strategy_wait();
   n.report(report_kind::strategy, 0, "", {"dump"});
-  CHECK(n.rec.outbox->change_strategy == "exit");
+  CHECK(n.rec.flow.outbox->change_strategy == "exit");
 }
 
 TEST_CASE("recover-in-place: software-fault pods restart in place; a pod with "
@@ -497,23 +497,23 @@ TEST_CASE("recover-in-place: software-fault pods restart in place; a pod with "
   m.feed(in);
   m.deliver();
   m.report(report_kind::stop);
-  CHECK(m.rec.deadline_event == ev::in_place_checked);
+  CHECK(m.rec.flow.deadline_event == ev::in_place_checked);
   flow_input checked;
   checked.name = ev::in_place_checked;
   m.feed(checked);
-  REQUIRE(m.rec.outbox);
-  CHECK(m.rec.outbox->signal_type == "globalFault");
-  CHECK(m.rec.outbox->node_rank_ids.empty()); // nobody must exit
-  CHECK(m.rec.outbox->fault_ranks.size() == 1); // not expanded
-  CHECK(m.rec.reset_json.find("\"RestartFaultProcess\":true") != std::string::npos);
+  REQUIRE(m.rec.flow.outbox);
+  CHECK(m.rec.flow.outbox->signal_type == "globalFault");
+  CHECK(m.rec.flow.outbox->node_rank_ids.empty()); // nobody must exit
+  CHECK(m.rec.flow.outbox->fault_ranks.size() == 1); // not expanded
+  CHECK(m.rec.job.reset_json.find("\"RestartFaultProcess\":true") != std::string::npos);
   m.deliver();
   m.report(report_kind::strategy, 0, "", {"recover", "dump"});
-  REQUIRE(m.rec.outbox);
-  CHECK(m.rec.outbox->change_strategy == "recover");
-  CHECK(m.rec.outbox->extra_params == "recover-in-place");
-  CHECK(m.rec.outbox->actions
+  REQUIRE(m.rec.flow.outbox);
+  CHECK(m.rec.flow.outbox->change_strategy == "recover");
+  CHECK(m.rec.flow.outbox->extra_params == "recover-in-place");
+  CHECK(m.rec.flow.outbox->actions
         == std::vector<std::string>{"change_strategy", "fault_nodes_restart"});
-  CHECK(m.rec.outbox->node_rank_ids == std::vector<std::string>{"1"});
+  CHECK(m.rec.flow.outbox->node_rank_ids == std::vector<std::string>{"1"});
 
   MESSAGE("the same with a device fault on the pod's node: it must exit");
   machine n{{"recover-in-place", "recover", "dump"}};
@@ -528,22 +528,22 @@ TEST_CASE("recover-in-place: software-fault pods restart in place; a pod with "
   auto s2 = step(n.rec, n.spec, n.init, checked2, n.waits, faults);
   REQUIRE(s2);
   n.rec = s2->after;
-  REQUIRE(n.rec.outbox);
-  CHECK(n.rec.outbox->node_rank_ids == std::vector<std::string>{"1"});
-  CHECK(n.rec.outbox->fault_ranks.size() == 8);
-  CHECK_FALSE(n.rec.restart_in_place);
+  REQUIRE(n.rec.flow.outbox);
+  CHECK(n.rec.flow.outbox->node_rank_ids == std::vector<std::string>{"1"});
+  CHECK(n.rec.flow.outbox->fault_ranks.size() == 8);
+  CHECK_FALSE(n.rec.flow.restart_in_place);
 }
 
 TEST_CASE("R4: a dump-only job takes the dying-gasp dump") {
   machine m{{"dump"}};
   m.fault({{"8", "1"}});
-  CHECK(m.rec.state == st::notify_dump);
-  REQUIRE(m.rec.outbox);
-  CHECK(m.rec.outbox->signal_type == "saveAndExit");
-  CHECK(m.rec.outbox->actions == std::vector<std::string>{"save_and_exit"});
-  CHECK(m.rec.outbox->node_rank_ids == std::vector<std::string>{"1"});
+  CHECK(m.rec.flow.state == st::notify_dump);
+  REQUIRE(m.rec.flow.outbox);
+  CHECK(m.rec.flow.outbox->signal_type == "saveAndExit");
+  CHECK(m.rec.flow.outbox->actions == std::vector<std::string>{"save_and_exit"});
+  CHECK(m.rec.flow.outbox->node_rank_ids == std::vector<std::string>{"1"});
   m.deliver();
-  CHECK(m.rec.state == st::wait_dump_status);
+  CHECK(m.rec.flow.state == st::wait_dump_status);
   m.report(report_kind::status, 0, "dump");
   CHECK(m.last_annotations.at("ProcessRecoverStatus") == "dump-success");
 }
@@ -569,7 +569,7 @@ TEST_CASE("the ladder in platform mode follows the platform's strategy") {
     m.fault({{"8", "1"}});
     m.deliver();
     m.report(report_kind::stop);
-    REQUIRE(m.rec.platform_round);
+    REQUIRE(m.rec.flow.platform_round);
     CHECK(m.last_annotations.at("ProcessConfirmFault") == "8:1");
     m.spec.annotations["ProcessResultFault"] = "";
     flow_input changed;
@@ -577,8 +577,8 @@ TEST_CASE("the ladder in platform mode follows the platform's strategy") {
     m.feed(changed);
     m.deliver();
     m.report(report_kind::strategy, 0, "", r.agent);
-    REQUIRE(m.rec.outbox);
-    CHECK(m.rec.outbox->change_strategy == r.expected);
+    REQUIRE(m.rec.flow.outbox);
+    CHECK(m.rec.flow.outbox->change_strategy == r.expected);
   }
 }
 
@@ -605,13 +605,13 @@ namespace {
 void om_up_to_worker(machine& m, flow_input start) {
   start.who = "ipv4:127.0.0.1:5555";
   m.feed(start);
-  CHECK(m.rec.state == st::notify_pause_train);
-  CHECK(m.rec.om_operator == "ipv4:127.0.0.1:5555");
+  CHECK(m.rec.flow.state == st::notify_pause_train);
+  CHECK(m.rec.action.who == "ipv4:127.0.0.1:5555");
   auto pause = m.deliver();
   CHECK(pause.signal_type == "stopTrain");
   REQUIRE(pause.actions == std::vector<std::string>{"pause_train"});
-  CHECK(m.rec.state == st::wait_pause_complete);
-  CHECK(m.rec.deadline_event == ev::receive_timeout);
+  CHECK(m.rec.flow.state == st::wait_pause_complete);
+  CHECK(m.rec.flow.deadline_event == ev::receive_timeout);
   m.report(report_kind::stop);
 }
 
@@ -644,14 +644,14 @@ TEST_CASE("O&M rows: a link switch pauses, hands the list to the worker, "
   start.switch_ranks = {"11"};
   start.switch_ops = {true};
   om_up_to_worker(m, start);
-  CHECK(m.rec.state == st::notify_switch_nic);
-  REQUIRE(m.rec.outbox.has_value());
-  CHECK(m.rec.outbox->signal_type == "SwitchRankList");
-  CHECK(m.rec.deadline_event == ev::notify_fail);
+  CHECK(m.rec.flow.state == st::notify_switch_nic);
+  REQUIRE(m.rec.flow.outbox.has_value());
+  CHECK(m.rec.flow.outbox->signal_type == "SwitchRankList");
+  CHECK(m.rec.flow.deadline_event == ev::notify_fail);
   m.deliver();
-  CHECK(m.rec.state == st::wait_switch_nic_finished);
+  CHECK(m.rec.flow.state == st::wait_switch_nic_finished);
   m.report(report_kind::switch_nic);
-  CHECK(m.rec.state == st::notify_continue_train);
+  CHECK(m.rec.flow.state == st::notify_continue_train);
   auto cont = m.deliver();
   CHECK(cont.change_strategy == "continue");
   auto s = m.raw([] {
@@ -661,41 +661,41 @@ TEST_CASE("O&M rows: a link switch pauses, hands the list to the worker, "
     return in;
   }());
   REQUIRE(s);
-  CHECK(s->after.state == st::init);
+  CHECK(s->after.flow.state == st::init);
   CHECK(s->om_messages == std::vector<std::string>{"switch nic finish"});
   CHECK(s->om_final);
-  CHECK(s->after.om == om_kind::none);
-  CHECK(s->after.om_last_kind == om_kind::switch_nic);
+  CHECK(s->after.action.kind == om_kind::none);
+  CHECK(s->after.job.om_last_kind == om_kind::switch_nic);
 }
 
 TEST_CASE("O&M rows: a stress test, all passed") {
   machine m;
   om_up_to_worker(m, stress_on("n1", {0, 1}, m.spec));
-  CHECK(m.rec.state == st::notify_stress_test);
-  REQUIRE(m.rec.outbox.has_value());
-  CHECK(m.rec.outbox->signal_type == "StressTestRankParams");
-  CHECK(m.rec.stress_params.size() == 8);
+  CHECK(m.rec.flow.state == st::notify_stress_test);
+  REQUIRE(m.rec.flow.outbox.has_value());
+  CHECK(m.rec.flow.outbox->signal_type == "StressTestRankParams");
+  CHECK(m.rec.action.stress_params.size() == 8);
   m.deliver();
-  CHECK(m.rec.state == st::wait_stress_test_finished);
+  CHECK(m.rec.flow.state == st::wait_stress_test_finished);
   REQUIRE(m.last_side.size() == 1);
   CHECK(m.last_side[0].signal_type == "pauseStartAgent");
-  CHECK(m.rec.reset_json.find("\"FaultFlushing\":true") != std::string::npos);
-  CHECK(m.rec.deadline_event == ev::receive_timeout);
+  CHECK(m.rec.job.reset_json.find("\"FaultFlushing\":true") != std::string::npos);
+  CHECK(m.rec.flow.deadline_event == ev::receive_timeout);
   auto paused_uuid = m.last_side[0].uuid;
   stress_result(m, {{"8", {{"0", {"0", "ok"}}, {"1", {"1", "skipped"}}}}});
-  CHECK(m.rec.state == st::notify_continue_train);
+  CHECK(m.rec.flow.state == st::notify_continue_train);
   REQUIRE(m.last_side.size() == 1);
   CHECK(m.last_side[0].signal_type == "continueStartAgent");
   CHECK(m.last_side[0].uuid != paused_uuid);
-  CHECK(m.rec.reset_json.find("\"FaultFlushing\":false") != std::string::npos);
-  CHECK(m.rec.om_last_message.rfind("stress test finish, result:", 0) == 0);
-  CHECK_FALSE(m.rec.om_done);
+  CHECK(m.rec.job.reset_json.find("\"FaultFlushing\":false") != std::string::npos);
+  CHECK(m.rec.job.om_last_message.rfind("stress test finish, result:", 0) == 0);
+  CHECK_FALSE(m.rec.job.om_done);
   m.deliver(); // changeStrategy continue
   m.report(report_kind::status);
-  CHECK(m.rec.state == st::init);
-  CHECK(m.rec.om_done);
-  CHECK(m.rec.stress_params.empty());
-  CHECK(m.rec.unhealthy_nodes.empty());
+  CHECK(m.rec.flow.state == st::init);
+  CHECK(m.rec.job.om_done);
+  CHECK(m.rec.action.stress_params.empty());
+  CHECK(m.rec.job.unhealthy_nodes.empty());
 }
 
 TEST_CASE("O&M rows: stress code 2 isolates the node, 3/4 fault the rank, "
@@ -705,20 +705,20 @@ TEST_CASE("O&M rows: stress code 2 isolates the node, 3/4 fault the rank, "
     om_up_to_worker(m, stress_on("n1", {0}, m.spec));
     m.deliver();
     stress_result(m, {{"9", {{"0", {"2", "hbm"}}}}});
-    CHECK(m.rec.state == st::notify_stop_train);
+    CHECK(m.rec.flow.state == st::notify_stop_train);
     CHECK(m.last_path[1] == st::notify_stop_train);
-    CHECK(m.rec.unhealthy_nodes.count("n1") == 1);
-    CHECK(m.rec.faults.size() == 8);
-    CHECK(m.rec.faults.at("15") == fault_type::normal);
-    CHECK(m.rec.om == om_kind::none);
-    CHECK(m.rec.om_done);
-    CHECK(m.rec.om_last_message.rfind("stress test find fault, isolate node:[n1],", 0)
+    CHECK(m.rec.job.unhealthy_nodes.count("n1") == 1);
+    CHECK(m.rec.flow.faults.size() == 8);
+    CHECK(m.rec.flow.faults.at("15") == fault_type::normal);
+    CHECK(m.rec.action.kind == om_kind::none);
+    CHECK(m.rec.job.om_done);
+    CHECK(m.rec.job.om_last_message.rfind("stress test find fault, isolate node:[n1],", 0)
           == 0);
     auto stop = m.deliver();
     CHECK(stop.actions == std::vector<std::string>{"stop_train"});
     MESSAGE("the health record outlives the flow; an operator clears it");
     recovery kept = m.rec;
-    kept.state = st::init;
+    kept.flow.state = st::init;
     m.rec = kept;
     flow_input clear;
     clear.name = ev::node_health_cleared;
@@ -726,17 +726,17 @@ TEST_CASE("O&M rows: stress code 2 isolates the node, 3/4 fault the rank, "
     CHECK_FALSE(m.raw(clear));
     clear.node = "n1";
     m.feed(clear);
-    CHECK(m.rec.unhealthy_nodes.empty());
+    CHECK(m.rec.job.unhealthy_nodes.empty());
   }
   SUBCASE("codes 3 and 4") {
     machine m;
     om_up_to_worker(m, stress_on("n1", {0}, m.spec));
     m.deliver();
     stress_result(m, {{"9", {{"0", {"3", ""}}}}, {"12", {{"0", {"4", ""}}}}});
-    CHECK(m.rec.state == st::notify_stop_train);
-    CHECK(m.rec.faults == std::map<std::string, fault_type>{{"12", fault_type::normal}, {"9", fault_type::normal}});
-    CHECK(m.rec.unhealthy_nodes.empty());
-    CHECK(m.rec.om_last_message.rfind("stress test timeout fault, faultRank:[9 12],", 0)
+    CHECK(m.rec.flow.state == st::notify_stop_train);
+    CHECK(m.rec.flow.faults == std::map<std::string, fault_type>{{"12", fault_type::normal}, {"9", fault_type::normal}});
+    CHECK(m.rec.job.unhealthy_nodes.empty());
+    CHECK(m.rec.job.om_last_message.rfind("stress test timeout fault, faultRank:[9 12],", 0)
           == 0);
   }
   SUBCASE("406 then a clean result") {
@@ -744,11 +744,11 @@ TEST_CASE("O&M rows: stress code 2 isolates the node, 3/4 fault the rank, "
     om_up_to_worker(m, stress_on("n0", {1}, m.spec));
     m.deliver();
     m.report(report_kind::status, 406);
-    CHECK(m.rec.state == st::wait_stress_test_finished);
-    CHECK(m.rec.stress_fault);
-    CHECK(m.rec.om_last_message == "recv fault, when stressing test");
+    CHECK(m.rec.flow.state == st::wait_stress_test_finished);
+    CHECK(m.rec.action.stress_fault);
+    CHECK(m.rec.job.om_last_message == "recv fault, when stressing test");
     stress_result(m, {{"1", {{"1", {"0", ""}}}}});
-    CHECK(m.rec.state == st::notify_stop_train);
+    CHECK(m.rec.flow.state == st::notify_stop_train);
   }
   SUBCASE("timeout") {
     machine m;
@@ -757,15 +757,15 @@ TEST_CASE("O&M rows: stress code 2 isolates the node, 3/4 fault the rank, "
     flow_input t;
     t.name = ev::receive_timeout;
     m.feed(t);
-    CHECK(m.rec.state == st::notify_stop_train);
-    CHECK(m.rec.om_last_message == "stress test failed, report stress test timeout");
-    CHECK(m.rec.om_done);
+    CHECK(m.rec.flow.state == st::notify_stop_train);
+    CHECK(m.rec.job.om_last_message == "stress test failed, report stress test timeout");
+    CHECK(m.rec.job.om_done);
   }
   SUBCASE("an unexpected status code is refused; the deadline stays") {
     machine m;
     om_up_to_worker(m, stress_on("n0", {1}, m.spec));
     m.deliver();
-    auto deadline = m.rec.deadline_ms;
+    auto deadline = m.rec.flow.deadline_ms;
     flow_input in;
     in.name = ev::receive_report;
     in.kind = report_kind::status;
@@ -773,7 +773,7 @@ TEST_CASE("O&M rows: stress code 2 isolates the node, 3/4 fault the rank, "
     auto s = m.raw(in);
     REQUIRE_FALSE(s);
     CHECK(errc_of(s.error()) == errc::unexpected_report);
-    CHECK(m.rec.deadline_ms == deadline);
+    CHECK(m.rec.flow.deadline_ms == deadline);
   }
 }
 
@@ -799,7 +799,7 @@ TEST_CASE("validate_stress: reference texts, allNodesOps wins, running and "
   m.spec.pods[0].running = false;
   CHECK(check({{0}, {}}).info == "job:j is not running");
   m.spec.pods[0].running = true;
-  m.rec.state = st::wait_stop_complete;
+  m.rec.flow.state = st::wait_stop_complete;
   auto busy = check({{0}, {}});
   CHECK(busy.code == 411);
   CHECK(busy.info == "jobId=j om is running, or job recovering");
@@ -814,7 +814,7 @@ TEST_CASE("fault center: while a stress test runs, its provoked codes on the "
   machine m;
   om_up_to_worker(m, stress_on("n1", {0}, m.spec));
   m.deliver();
-  REQUIRE(m.rec.state == st::wait_stress_test_finished);
+  REQUIRE(m.rec.flow.state == st::wait_stress_test_finished);
   std::vector<device_fault> provoked = {{"n1", "2", {"80818C05"}, "L3"}};
   auto [name, fresh] = fault_center_input(m.rec, m.spec, m.init, {}, provoked);
   CHECK(name == ev::none);
@@ -875,19 +875,19 @@ TEST_CASE("O&M rows: every wait of a switch and a stress test has a deadline, "
       m.feed(start);
       // Walk the happy path up to the state under test.
       for (size_t i = 0; i < at; ++i) {
-        if (m.rec.outbox)
+        if (m.rec.flow.outbox)
           m.deliver();
-        else if (m.rec.state == st::wait_pause_complete)
+        else if (m.rec.flow.state == st::wait_pause_complete)
           m.report(report_kind::stop);
-        else if (m.rec.state == st::wait_switch_nic_finished)
+        else if (m.rec.flow.state == st::wait_switch_nic_finished)
           m.report(report_kind::switch_nic);
-        else if (m.rec.state == st::wait_stress_test_finished)
+        else if (m.rec.flow.state == st::wait_stress_test_finished)
           stress_result(m, {{"9", {{"0", {"0", ""}}}}});
       }
-      REQUIRE(m.rec.state == waits[at].state);
-      REQUIRE(m.rec.deadline_ms > m.now - 10);
+      REQUIRE(m.rec.flow.state == waits[at].state);
+      REQUIRE(m.rec.flow.deadline_ms > m.now - 10);
       flow_input expire;
-      expire.name = m.rec.deadline_event;
+      expire.name = m.rec.flow.deadline_event;
       auto s = m.raw(expire);
       REQUIRE_MESSAGE(s, (s ? "" : message_of(s.error())));
       REQUIRE(s->path.size() >= 2);

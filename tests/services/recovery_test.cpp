@@ -66,11 +66,11 @@ TEST_CASE("B11/B13/B15/B17: fault -> stop -> global fault -> recover -> "
     auto ev = storage::decode_event(e.bytes);
     REQUIRE(ev);
     if (const auto* f = std::get_if<flow_stepped>(&ev->body)) {
-      if (f->delivered)
-        delivered.push_back(f->delivered->signal_type + ":"
-                            + f->delivered->change_strategy);
-      if (f->input == ev::receive_report)
-        reports.push_back(to_string(f->kind));
+      if (f->input.delivered)
+        delivered.push_back(f->input.delivered->signal_type + ":"
+                            + f->input.delivered->change_strategy);
+      if (f->input.name == ev::receive_report)
+        reports.push_back(to_string(f->input.kind));
     }
   }
   CHECK(delivered

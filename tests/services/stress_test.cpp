@@ -328,23 +328,24 @@ TEST_CASE("B38: result code 2 isolates the node: node health recorded, the "
     const auto* f = std::get_if<flow_stepped>(&ev->body);
     if (f == nullptr)
       continue;
-    if (f->input == ev::start_stress_test) {
+    if (f->input.name == ev::start_stress_test) {
       started = true;
-      CHECK(f->who.rfind("ipv", 0) == 0);
-      CHECK(f->stress_params.size() == 8);
+      CHECK(f->input.who.rfind("ipv", 0) == 0);
+      CHECK(f->input.stress_params.size() == 8);
       CHECK(ev->time_ms > 0);
     }
-    if (f->kind == report_kind::stress) {
+    if (f->input.kind == report_kind::stress) {
       result_kept = true;
-      CHECK(f->stress_result.at("9").at("0").code == "2");
+      CHECK(f->input.stress_result.at("9").at("0").code == "2");
       REQUIRE(f->om_messages.size() == 1);
       CHECK(f->om_final);
-      CHECK(f->after.unhealthy_nodes.count("node-1") == 1);
+      CHECK(f->change.replaces(recovery_field::unhealthy_nodes));
+      CHECK(f->change.values.job.unhealthy_nodes.count("node-1") == 1);
     }
-    if (f->input == ev::node_health_cleared) {
+    if (f->input.name == ev::node_health_cleared) {
       clearing = true;
-      CHECK(f->node == "node-1");
-      CHECK(f->who.rfind("ipv", 0) == 0);
+      CHECK(f->input.node == "node-1");
+      CHECK(f->input.who.rfind("ipv", 0) == 0);
     }
   }
   CHECK(started);

@@ -235,41 +235,41 @@ TEST_CASE("snapshots round-trip the whole state") {
          {5, 14, device_faults_reported{"SubHealthy", {{"n1", "2", {"X"}, ""}}}},
        })
     m = apply(m, ev);
-  m.rec.state = st::wait_recover_strategy;
-  m.rec.uuid = "U-1";
-  m.rec.faults = {{"8", fault_type::normal}, {"3", fault_type::uce}};
-  m.rec.fault_pods = {1};
-  m.rec.decided = {"retry"};
-  m.rec.results = {{405, "retry", {"9"}}};
-  m.rec.outbox = process_signal{"U-1", "j1", "globalFault", {"on_global_rank"},
+  m.rec.flow.state = st::wait_recover_strategy;
+  m.rec.flow.uuid = "U-1";
+  m.rec.flow.faults = {{"8", fault_type::normal}, {"3", fault_type::uce}};
+  m.rec.flow.fault_pods = {1};
+  m.rec.flow.decided = {"retry"};
+  m.rec.flow.results = {{405, "retry", {"9"}}};
+  m.rec.flow.outbox = process_signal{"U-1", "j1", "globalFault", {"on_global_rank"},
                                 {{"8", "1"}}, "", 33, {"1"}, ""};
-  m.rec.deadline_ms = 123;
-  m.rec.deadline_event = ev::receive_timeout;
-  m.rec.origin_uids = {{1, "uid"}};
-  m.rec.in_place_pods = {1};
-  m.rec.platform_round = true;
+  m.rec.flow.deadline_ms = 123;
+  m.rec.flow.deadline_event = ev::receive_timeout;
+  m.rec.flow.origin_uids = {{1, "uid"}};
+  m.rec.flow.in_place_pods = {1};
+  m.rec.flow.platform_round = true;
   auto back = decode_snapshot(encode_snapshot(m));
   REQUIRE(back);
-  CHECK(back->rec.state == m.rec.state);
-  CHECK(back->rec.uuid == "U-1");
-  CHECK(back->rec.faults == m.rec.faults);
-  CHECK(back->rec.fault_pods == m.rec.fault_pods);
-  CHECK(back->rec.decided == m.rec.decided);
-  REQUIRE(back->rec.results.size() == 1);
-  CHECK(back->rec.results[0].isolate_ranks == std::vector<std::string>{"9"});
-  REQUIRE(back->rec.outbox.has_value());
-  CHECK(back->rec.outbox->timeout == 33);
-  CHECK(back->rec.deadline_ms == 123);
-  CHECK(back->rec.deadline_event == ev::receive_timeout);
-  CHECK(back->rec.origin_uids.at(1) == "uid");
-  CHECK(back->rec.in_place_pods == m.rec.in_place_pods);
-  CHECK(back->rec.platform_round);
+  CHECK(back->rec.flow.state == m.rec.flow.state);
+  CHECK(back->rec.flow.uuid == "U-1");
+  CHECK(back->rec.flow.faults == m.rec.flow.faults);
+  CHECK(back->rec.flow.fault_pods == m.rec.flow.fault_pods);
+  CHECK(back->rec.flow.decided == m.rec.flow.decided);
+  REQUIRE(back->rec.flow.results.size() == 1);
+  CHECK(back->rec.flow.results[0].isolate_ranks == std::vector<std::string>{"9"});
+  REQUIRE(back->rec.flow.outbox.has_value());
+  CHECK(back->rec.flow.outbox->timeout == 33);
+  CHECK(back->rec.flow.deadline_ms == 123);
+  CHECK(back->rec.flow.deadline_event == ev::receive_timeout);
+  CHECK(back->rec.flow.origin_uids.at(1) == "uid");
+  CHECK(back->rec.flow.in_place_pods == m.rec.flow.in_place_pods);
+  CHECK(back->rec.flow.platform_round);
   CHECK(back->seq == 5);
   CHECK(back->exists);
   CHECK(back->registered);
   CHECK(back->inited);
   CHECK(back->init.strategies == m.init.strategies);
-  CHECK(back->rec.label == "on");
+  CHECK(back->rec.job.label == "on");
   CHECK(back->subscriber_generation == 1);
   CHECK(back->health_state == "SubHealthy");
   CHECK(back->device_faults.size() == 1);
@@ -588,14 +588,14 @@ TEST_CASE("a purge removes a deleted job's events, index entries and "
 
 TEST_CASE("applying a moved event gives the same state as applying a copy") {
   recovery after;
-  after.state = st::wait_stop_complete;
-  after.uuid = "U-7";
-  after.faults = {{"3", fault_type::normal}};
-  after.reset_json = std::string(300, 'r');
-  flow_step step;
-  step.input = ev::fault_occur;
-  step.path = {st::init, after.state};
-  step.after = after;
+  after.flow.state = st::wait_stop_complete;
+  after.flow.uuid = "U-7";
+  after.flow.faults = {{"3", fault_type::normal}};
+  after.job.reset_json = std::string(300, 'r');
+  flow_stepped step;
+  step.input.name = ev::fault_occur;
+  step.path = {st::init, after.flow.state};
+  step.change = diff(recovery{}, recovery{after});
   step.annotations = {{"ProcessRecoverStatus", "recovering"}};
   auto spec = test::make_job("j", 3, 4);
   std::vector<event> evs{
@@ -612,7 +612,7 @@ TEST_CASE("applying a moved event gives the same state as applying a copy") {
     copied = apply(std::move(copied), ev);
     moved = apply(std::move(moved), event{ev});
   }
-  CHECK(moved.rec.uuid == "U-7");
+  CHECK(moved.rec.flow.uuid == "U-7");
   CHECK(moved.spec.pods.size() == 1);
   CHECK(moved.spec.annotations.at("ProcessRecoverStatus") == "recovering");
   CHECK(encode_snapshot(moved) == encode_snapshot(copied));

@@ -203,11 +203,11 @@ private:
     for (int i = 0; i < 20 && !full(); ++i) {
       const auto& rec = model_.rec;
       flow_input in;
-      if (rec.outbox) {
-        in.name = send_result_event(*rec.outbox);
-        in.delivered = *rec.outbox;
-      } else if (rec.deadline_ms > 0 && rec.deadline_ms <= now_) {
-        in.name = rec.deadline_event;
+      if (rec.flow.outbox) {
+        in.name = send_result_event(*rec.flow.outbox);
+        in.delivered = *rec.flow.outbox;
+      } else if (rec.flow.deadline_ms > 0 && rec.flow.deadline_ms <= now_) {
+        in.name = rec.flow.deadline_event;
       } else {
         return;
       }
@@ -238,9 +238,9 @@ private:
     report(report_kind::stop, {});
     report(report_kind::strategy, {"recover", "dump"});
     report(report_kind::status, {}, "recover");
-    if (model_.rec.state != st::init)
+    if (model_.rec.flow.state != st::init)
       die("job " + spec_.job_id + ": flow ended in "
-          + to_string(model_.rec.state));
+          + to_string(model_.rec.flow.state));
   }
 
   job_spec spec_;

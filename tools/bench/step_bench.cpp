@@ -134,13 +134,13 @@ public:
     for (int i = 0; i < 20; ++i) {
       const auto& rec = model_.rec;
       flow_input in;
-      if (rec.outbox) {
-        in.name = send_result_event(*rec.outbox);
+      if (rec.flow.outbox) {
+        in.name = send_result_event(*rec.flow.outbox);
         if (in.name == ev::none)
           return;
-        in.delivered = *rec.outbox;
-      } else if (rec.deadline_ms > 0 && rec.deadline_ms <= now_) {
-        in.name = rec.deadline_event;
+        in.delivered = *rec.flow.outbox;
+      } else if (rec.flow.deadline_ms > 0 && rec.flow.deadline_ms <= now_) {
+        in.name = rec.flow.deadline_event;
       } else {
         return;
       }
@@ -180,9 +180,9 @@ public:
     report(report_kind::stop, {});
     report(report_kind::strategy, {"recover", "dump"});
     report(report_kind::status, {}, "recover");
-    if (model_.rec.state != st::init)
+    if (model_.rec.flow.state != st::init)
       die(model_.spec.job_id + ": the cycle ended in "
-          + to_string(model_.rec.state));
+          + to_string(model_.rec.flow.state));
   }
 
   /// Starts a flow and stops at the strategy wait.
@@ -193,7 +193,7 @@ public:
   }
 
   flow_state state() const {
-    return model_.rec.state;
+    return model_.rec.flow.state;
   }
 
   tally counted;

@@ -11,15 +11,15 @@ namespace {
 
 // R31: the recover wait gave up on rescheduling; try DP scale-in.
 flow_event on_notify_scale_in(ctx& c) {
-  c.rec.decided.push_back("downgrade");
+  c.rec.flow.decided.push_back("downgrade");
   return send_strategy(c, "downgrade");
 }
 
 // The downgrade branch of the result check (reference §5.6).
 flow_event on_check_scale_in_isolate(ctx& c) {
-  if (c.rec.results.empty())
+  if (c.rec.flow.results.empty())
     return ev::recover_fail;
-  const auto& r = c.rec.results.back();
+  const auto& r = c.rec.flow.results.back();
   if (r.code == 0)
     return ev::scale_in_success; // the reference drops this and gets stuck
   if (r.code != 201)
@@ -29,13 +29,13 @@ flow_event on_check_scale_in_isolate(ctx& c) {
     const auto* place = c.ranks.find(rank);
     if (place == nullptr)
       return ev::notify_fail;
-    if (c.rec.fault_pods.count(place->pod_rank) == 0)
+    if (c.rec.flow.fault_pods.count(place->pod_rank) == 0)
       pods.insert(place->pod_rank);
   }
   auto sig = c.signal("faultNodesExit");
   sig.actions = {"fault_nodes_exit"};
   for (auto p : pods) {
-    c.rec.fault_pods.insert(p);
+    c.rec.flow.fault_pods.insert(p);
     sig.node_rank_ids.push_back(std::to_string(p));
   }
   return c.notify(std::move(sig));
@@ -45,11 +45,11 @@ flow_event on_check_scale_in_isolate(ctx& c) {
 // size.
 flow_event on_scale_running(ctx& c) {
   // A check while the upgrade signal still waits for the agent keeps it.
-  if (!c.rec.decided.empty() && c.rec.decided.back() == "upgrade")
+  if (!c.rec.flow.decided.empty() && c.rec.flow.decided.back() == "upgrade")
     return send_strategy(c, "upgrade");
   if (!job_running(c.spec) || !c.any_pod_rescheduled())
     return {};
-  c.rec.decided.push_back("upgrade");
+  c.rec.flow.decided.push_back("upgrade");
   return send_strategy(c, "upgrade");
 }
 

@@ -94,7 +94,7 @@ bool ctx::configured(const std::string& s) const {
 }
 
 bool ctx::agent(const std::string& s) const {
-  return contains(rec.agent_strategies, s);
+  return contains(rec.flow.agent_strategies, s);
 }
 
 std::string ctx::plat() const {
@@ -114,7 +114,7 @@ bool ctx::support_recover() const {
 }
 
 bool ctx::support_restart_in_place() const {
-  return rec.restart_in_place && configured("recover-in-place")
+  return rec.flow.restart_in_place && configured("recover-in-place")
     && agent("recover") && plat_allows("recover");
 }
 
@@ -130,7 +130,7 @@ bool ctx::dump_only() const {
 // fault pods have not been rescheduled (the reference waits up to 20 s for
 // that first).
 bool ctx::can_scale_in() const {
-  if (rec.fault_pods.count(0) > 0 || !configured("elastic-training")
+  if (rec.flow.fault_pods.count(0) > 0 || !configured("elastic-training")
       || !agent("downgrade"))
     return false;
   if (!configured("job-rescheduling") && !configured("pod-rescheduling"))
@@ -141,18 +141,19 @@ bool ctx::can_scale_in() const {
 std::vector<std::string> ctx::must_exit_pods() const {
   std::vector<std::string> result;
   for (const auto& p : pods_of(fault_list(true)))
-    if (!rec.restart_in_place || rec.in_place_pods.count(std::stoi(p)) == 0)
+    if (!rec.flow.restart_in_place
+        || rec.flow.in_place_pods.count(std::stoi(p)) == 0)
       result.push_back(p);
   return result;
 }
 
 std::vector<std::string> ctx::in_place_pod_list() const {
-  return decimal(rec.in_place_pods);
+  return decimal(rec.flow.in_place_pods);
 }
 
 std::vector<std::string> ctx::ranks_of(bool normal) const {
   std::vector<std::string> result;
-  for (const auto& [rank, type] : rec.faults)
+  for (const auto& [rank, type] : rec.flow.faults)
     if ((type == fault_type::normal) == normal)
       result.push_back(rank);
   std::sort(result.begin(), result.end(), rank_less);
@@ -160,34 +161,34 @@ std::vector<std::string> ctx::ranks_of(bool normal) const {
 }
 
 bool ctx::has_normal() const {
-  return std::any_of(rec.faults.begin(), rec.faults.end(), [](const auto& x) {
-    return x.second == fault_type::normal;
-  });
+  return std::any_of(
+    rec.flow.faults.begin(), rec.flow.faults.end(),
+    [](const auto& x) { return x.second == fault_type::normal; });
 }
 
 bool ctx::has_retry() const {
-  return std::any_of(rec.faults.begin(), rec.faults.end(), [](const auto& x) {
-    return x.second != fault_type::normal;
-  });
+  return std::any_of(
+    rec.flow.faults.begin(), rec.flow.faults.end(),
+    [](const auto& x) { return x.second != fault_type::normal; });
 }
 
 std::vector<fault_rank> ctx::fault_list(bool normal) const {
   std::vector<fault_rank> result;
   for (const auto& r : ranks_of(normal))
-    result.push_back({r, to_string(rec.faults.at(r))});
+    result.push_back({r, to_string(rec.flow.faults.at(r))});
   return result;
 }
 
 std::vector<fault_rank> ctx::all_faults() const {
   std::vector<std::string> ranks;
-  ranks.reserve(rec.faults.size());
-  for (const auto& [rank, type] : rec.faults)
+  ranks.reserve(rec.flow.faults.size());
+  for (const auto& [rank, type] : rec.flow.faults)
     ranks.push_back(rank);
   std::sort(ranks.begin(), ranks.end(), rank_less);
   std::vector<fault_rank> result;
   result.reserve(ranks.size());
   for (const auto& r : ranks)
-    result.push_back({r, to_string(rec.faults.at(r))});
+    result.push_back({r, to_string(rec.flow.faults.at(r))});
   return result;
 }
 
@@ -201,83 +202,83 @@ ctx::pods_of(const std::vector<fault_rank>& faults) const {
 }
 
 std::vector<std::string> ctx::fault_pod_list() const {
-  return decimal(rec.fault_pods);
+  return decimal(rec.flow.fault_pods);
 }
 
 void ctx::retry_to_normal() {
-  for (auto& [rank, type] : rec.faults)
+  for (auto& [rank, type] : rec.flow.faults)
     type = fault_type::normal;
 }
 
 void ctx::expand_normal() {
   std::set<int32_t> pods;
-  for (const auto& [rank, type] : rec.faults)
+  for (const auto& [rank, type] : rec.flow.faults)
     if (type == fault_type::normal)
       if (const auto* place = ranks.find(rank))
         pods.insert(place->pod_rank);
   for (auto p : pods) {
-    rec.fault_pods.insert(p);
-    if (rec.restart_in_place && rec.in_place_pods.count(p) > 0)
+    rec.flow.fault_pods.insert(p);
+    if (rec.flow.restart_in_place && rec.flow.in_place_pods.count(p) > 0)
       continue;
     if (const auto* q = ranks.find_pod(spec, p))
       for (const auto& d : q->devices)
-        rec.faults[d.rank_id] = fault_type::normal;
+        rec.flow.faults[d.rank_id] = fault_type::normal;
   }
 }
 
 void ctx::write_reset(const std::string& op) {
-  bool restart = rec.restart_in_place;
+  bool restart = rec.flow.restart_in_place;
   std::vector<int64_t> numbers;
   if (op == "fault")
     for (const auto& r : ranks_of(true))
       numbers.push_back(rank_number(r));
   if (op == "restartAllProcess")
-    ++rec.retry_time;
-  rec.reset_json
-    = reset_document(op, numbers, in.now_ms / 1000, rec.retry_time, restart);
-  rec.reset_check = sha256_hex(rec.reset_json);
+    ++rec.job.retry_time;
+  rec.job.reset_json = reset_document(op, numbers, in.now_ms / 1000,
+                                      rec.job.retry_time, restart);
+  rec.job.reset_check = sha256_hex(rec.job.reset_json);
 }
 
 void ctx::merge(const std::vector<fault_rank>& faults) {
   for (const auto& f : faults) {
     auto type
       = fault_type_from_string(f.fault_type).value_or(fault_type::normal);
-    auto [i, added] = rec.faults.emplace(f.rank_id, type);
+    auto [i, added] = rec.flow.faults.emplace(f.rank_id, type);
     if (!added && type == fault_type::normal)
       i->second = type;
     if (type == fault_type::normal)
-      rec.health = "UnHealthy";
+      rec.flow.health = "UnHealthy";
     if (const auto* place = ranks.find(f.rank_id))
-      rec.fault_pods.insert(place->pod_rank);
+      rec.flow.fault_pods.insert(place->pod_rank);
   }
 }
 
 flow_event ctx::arm(millis wait, flow_event event) {
   if (wait.count() <= 0)
     return event;
-  rec.deadline_ms = in.now_ms + wait.count();
-  rec.deadline_event = event;
+  rec.flow.deadline_ms = in.now_ms + wait.count();
+  rec.flow.deadline_event = event;
   return ev::none;
 }
 
 process_signal ctx::signal(const std::string& type) const {
   process_signal sig;
-  sig.uuid = rec.uuid;
+  sig.uuid = rec.flow.uuid;
   sig.job_id = spec.job_id;
   sig.signal_type = type;
   return sig;
 }
 
 flow_event ctx::notify(process_signal sig) {
-  rec.outbox = std::move(sig);
-  rec.deadline_ms = in.now_ms + std::max<int64_t>(1, waits.notify.count());
-  rec.deadline_event = ev::notify_fail;
+  rec.flow.outbox = std::move(sig);
+  rec.flow.deadline_ms = in.now_ms + std::max<int64_t>(1, waits.notify.count());
+  rec.flow.deadline_event = ev::notify_fail;
   return ev::none;
 }
 
 flow_event ctx::wait_report() {
-  rec.deadline_ms = in.now_ms + std::max<int64_t>(1, waits.report.count());
-  rec.deadline_event = ev::receive_timeout;
+  rec.flow.deadline_ms = in.now_ms + std::max<int64_t>(1, waits.report.count());
+  rec.flow.deadline_event = ev::receive_timeout;
   return ev::none;
 }
 
@@ -286,10 +287,10 @@ void ctx::set_status(const std::string& value) {
 }
 
 bool ctx::any_pod_rescheduled() const {
-  for (auto p : rec.fault_pods) {
+  for (auto p : rec.flow.fault_pods) {
     const auto* q = ranks.find_pod(spec, p);
-    auto origin = rec.origin_uids.find(p);
-    if (q != nullptr && q->running && origin != rec.origin_uids.end()
+    auto origin = rec.flow.origin_uids.find(p);
+    if (q != nullptr && q->running && origin != rec.flow.origin_uids.end()
         && origin->second != q->uid)
       return true;
   }
@@ -297,13 +298,13 @@ bool ctx::any_pod_rescheduled() const {
 }
 
 bool ctx::pods_rescheduled() const {
-  if (rec.fault_pods.empty())
+  if (rec.flow.fault_pods.empty())
     return false;
-  for (auto p : rec.fault_pods) {
+  for (auto p : rec.flow.fault_pods) {
     const auto* q = ranks.find_pod(spec, p);
-    auto origin = rec.origin_uids.find(p);
+    auto origin = rec.flow.origin_uids.find(p);
     if (q == nullptr || !q->running
-        || (origin != rec.origin_uids.end() && origin->second == q->uid))
+        || (origin != rec.flow.origin_uids.end() && origin->second == q->uid))
       return false;
   }
   return true;

@@ -11,20 +11,20 @@ namespace {
 // The operator action ends without a further message (the streams close).
 void om_end(ctx& c) {
   c.out.om_final = true;
-  c.rec.om_done = true;
+  c.rec.job.om_done = true;
 }
 
 // The operator action ended and training goes on.
 flow_event on_om_finished(ctx& c) {
-  if (c.rec.om == om_kind::switch_nic)
+  if (c.rec.action.kind == om_kind::switch_nic)
     om_say(c, "switch nic finish", true);
   else
     om_end(c); // the stress result was the operator's message
   // Faults that arrived during the action are handled right after it
   // (design §4.7): the flow continues as a recovery instead of ending.
-  if (!c.rec.faults.empty()) {
+  if (!c.rec.flow.faults.empty()) {
     om_clear(c);
-    c.rec.uuid.clear();
+    c.rec.flow.uuid.clear();
     return ev::fault_occur;
   }
   return on_reset(c);
@@ -36,8 +36,8 @@ flow_event on_om_kill(ctx& c) {
   const auto& path = c.out.path;
   auto from = path.size() >= 2 ? path[path.size() - 2] : st::init;
   bool failed = c.in.name == ev::receive_report && c.in.report.code == 499;
-  std::string what
-    = c.rec.om == om_kind::stress ? "stress test failed" : "switch nic failed";
+  std::string what = c.rec.action.kind == om_kind::stress ? "stress test failed"
+                                                          : "switch nic failed";
   std::string msg = "om failed, send signal failed";
   if (from == st::wait_pause_complete)
     msg = failed ? "om failed, pause train failed" : "pause train timeout";
@@ -55,27 +55,23 @@ flow_event on_om_kill(ctx& c) {
 void om_say(ctx& c, const std::string& msg, bool final) {
   c.out.om_messages.push_back(msg);
   c.out.om_final = c.out.om_final || final;
-  c.rec.om_last_message = msg;
-  c.rec.om_last_kind = c.rec.om;
-  c.rec.om_done = final;
+  c.rec.job.om_last_message = msg;
+  c.rec.job.om_last_kind = c.rec.action.kind;
+  c.rec.job.om_done = final;
 }
 
 void om_clear(ctx& c) {
-  c.rec.om = om_kind::none;
-  c.rec.switch_ranks.clear();
-  c.rec.switch_ops.clear();
-  c.rec.stress_params.clear();
-  c.rec.stress_fault = false;
+  c.rec.action = {};
 }
 
 flow_event begin_om(ctx& c, om_kind kind, int64_t pause_timeout) {
-  c.rec.om = kind;
-  c.rec.om_operator = c.in.who;
-  c.rec.om_done = false;
-  c.rec.om_last_message.clear();
-  c.rec.om_last_kind = kind;
-  c.rec.flow_started_ms = c.in.now_ms;
-  c.rec.uuid = c.in.fresh_uuid;
+  c.rec.action.kind = kind;
+  c.rec.action.who = c.in.who;
+  c.rec.job.om_done = false;
+  c.rec.job.om_last_message.clear();
+  c.rec.job.om_last_kind = kind;
+  c.rec.flow.started_ms = c.in.now_ms;
+  c.rec.flow.uuid = c.in.fresh_uuid;
   auto sig = c.signal("stopTrain");
   sig.actions = {"pause_train"};
   sig.timeout = pause_timeout;
@@ -84,7 +80,7 @@ flow_event begin_om(ctx& c, om_kind kind, int64_t pause_timeout) {
 
 flow_event notify_worker(ctx& c, const char* what) {
   process_signal marker;
-  marker.uuid = c.rec.uuid;
+  marker.uuid = c.rec.flow.uuid;
   marker.job_id = c.spec.job_id;
   marker.signal_type = what;
   return c.notify(std::move(marker));

@@ -14,7 +14,7 @@ namespace {
 flow_event begin_flush(ctx& c) {
   if (c.dump_only() && c.has_normal()) {
     if (!c.agent("dump"))
-      c.rec.agent_strategies.push_back("dump");
+      c.rec.flow.agent_strategies.push_back("dump");
     return ev::dump_for_fault;
   }
   c.write_reset("notifyFaultFlushing");
@@ -24,13 +24,13 @@ flow_event begin_flush(ctx& c) {
 // R1 A, platform mode: has the platform written a usable strategy yet?
 flow_event on_plat_strategy_check(ctx& c) {
   if (usable_platform_strategy(c.plat())) {
-    c.rec.wait_until_ms = 0;
+    c.rec.flow.wait_until_ms = 0;
     return begin_flush(c);
   }
-  if (c.in.now_ms >= c.rec.wait_until_ms)
+  if (c.in.now_ms >= c.rec.flow.wait_until_ms)
     return ev::wait_plat_strategy_timeout;
   return c.arm(
-    std::min(c.waits.poll, millis{c.rec.wait_until_ms - c.in.now_ms}),
+    std::min(c.waits.poll, millis{c.rec.flow.wait_until_ms - c.in.now_ms}),
     ev::plat_strategy_check);
 }
 
@@ -38,14 +38,14 @@ flow_event on_plat_strategy_check(ctx& c) {
 flow_event on_fault_occur(ctx& c) {
   if (!c.init.platform_mode)
     return begin_flush(c);
-  c.rec.wait_until_ms = c.in.now_ms + c.waits.platform.count();
+  c.rec.flow.wait_until_ms = c.in.now_ms + c.waits.platform.count();
   return on_plat_strategy_check(c);
 }
 
 // R4: dying-gasp dump for dump-only jobs.
 flow_event on_notify_dump(ctx& c) {
-  if (c.rec.uuid.empty())
-    c.rec.uuid = c.in.fresh_uuid;
+  if (c.rec.flow.uuid.empty())
+    c.rec.flow.uuid = c.in.fresh_uuid;
   c.expand_normal();
   c.write_reset("fault");
   auto sig = c.signal("saveAndExit");
@@ -61,14 +61,14 @@ flow_event on_flush(ctx& c) {
   {
     bool zero = false;
     bool two = false;
-    for (const auto& [rank, type] : c.rec.faults) {
+    for (const auto& [rank, type] : c.rec.flow.faults) {
       zero = zero || type == fault_type::uce;
       two = two || type == fault_type::network;
     }
     both_retry_types = zero && two;
   }
-  bool last_retry
-    = !c.rec.results.empty() && c.rec.results.back().strategy == "retry";
+  bool last_retry = !c.rec.flow.results.empty()
+    && c.rec.flow.results.back().strategy == "retry";
   if (last_retry || c.has_normal() || !c.support_retry() || both_retry_types)
     c.retry_to_normal();
   if (c.has_retry() && !c.has_normal() && c.configured("retry"))
@@ -89,11 +89,11 @@ flow_event send_retry_global_fault(ctx& c) {
 
 // The globalFault of normal faults, expanded to whole pods (case 2).
 flow_event send_normal_global_fault(ctx& c) {
-  if (c.configured("recover-in-place") && !c.rec.in_place_pods.empty()
-      && !c.rec.in_place_checked) {
+  if (c.configured("recover-in-place") && !c.rec.flow.in_place_pods.empty()
+      && !c.rec.flow.in_place_checked) {
     // Reference §5.4 step 3: give the faults time to clear before deciding
     // which pods restart in place.
-    c.rec.in_place_checked = true;
+    c.rec.flow.in_place_checked = true;
     return c.arm(c.waits.recover_in_place, ev::in_place_checked);
   }
   c.expand_normal();
@@ -117,8 +117,8 @@ flow_event on_in_place_checked(ctx& c) {
             if (d.device_id == f.device_id)
               faulty.insert(p.pod_rank);
   for (auto p : faulty)
-    c.rec.in_place_pods.erase(p);
-  c.rec.restart_in_place = !c.rec.in_place_pods.empty();
+    c.rec.flow.in_place_pods.erase(p);
+  c.rec.flow.restart_in_place = !c.rec.flow.in_place_pods.empty();
   return send_normal_global_fault(c);
 }
 
@@ -139,27 +139,27 @@ flow_event start_platform_round(ctx& c) {
   // so only the platform's answer to this round counts.
   if (c.spec.annotations.count("ProcessResultFault") > 0)
     c.out.removed_annotations.push_back("ProcessResultFault");
-  c.rec.platform_round = true;
-  c.rec.wait_until_ms = c.in.now_ms + c.waits.platform.count();
-  c.rec.deadline_ms = c.rec.wait_until_ms;
-  c.rec.deadline_event = ev::confirm_fault_timeout;
+  c.rec.flow.platform_round = true;
+  c.rec.flow.wait_until_ms = c.in.now_ms + c.waits.platform.count();
+  c.rec.flow.deadline_ms = c.rec.flow.wait_until_ms;
+  c.rec.flow.deadline_event = ev::confirm_fault_timeout;
   return {};
 }
 
 // Platform mode: the platform's result list arrived?
 flow_event on_result_fault_check(ctx& c) {
   auto keep_waiting = [&c] {
-    c.rec.deadline_ms = c.rec.wait_until_ms;
-    c.rec.deadline_event = ev::confirm_fault_timeout;
+    c.rec.flow.deadline_ms = c.rec.flow.wait_until_ms;
+    c.rec.flow.deadline_event = ev::confirm_fault_timeout;
     return ev::none;
   };
-  if (!c.rec.platform_round)
+  if (!c.rec.flow.platform_round)
     return {};
   auto result = c.spec.annotations.find("ProcessResultFault");
   if (result == c.spec.annotations.end())
     return keep_waiting();
-  c.rec.platform_round = false;
-  c.rec.wait_until_ms = 0;
+  c.rec.flow.platform_round = false;
+  c.rec.flow.wait_until_ms = 0;
   // Union of the result list and the confirm list; normal wins over retry.
   size_t start = 0;
   const auto& text = result->second;
@@ -181,9 +181,9 @@ flow_event on_result_fault_check(ctx& c) {
   }
   // The platform's list joins the caches; the job's health stays as the
   // faults that started the flow made it.
-  auto health = c.rec.health;
+  auto health = c.rec.flow.health;
   c.merge(listed);
-  c.rec.health = std::move(health);
+  c.rec.flow.health = std::move(health);
   // Re-read the strategy; `exit` is accepted here.
   if (!usable_platform_strategy(c.plat()))
     return ev::confirm_fault_timeout;
@@ -211,7 +211,7 @@ flow_event on_resource_released(ctx& c) {
 
 // §5.5: the strategy ladder.
 std::string choose(ctx& c) {
-  const auto& results = c.rec.results;
+  const auto& results = c.rec.flow.results;
   if (results.empty()) {
     if (c.support_retry() && !c.has_normal()) {
       if (c.agent("retry"))
@@ -246,8 +246,8 @@ std::string choose(ctx& c) {
 }
 
 flow_event on_hccl_converged(ctx& c) {
-  auto strategy = c.rec.pending_strategy;
-  c.rec.pending_strategy.clear();
+  auto strategy = c.rec.flow.pending_strategy;
+  c.rec.flow.pending_strategy.clear();
   return send_strategy(c, strategy);
 }
 
@@ -261,27 +261,27 @@ flow_event on_kill_pod_for_retry(ctx& c) {
 
 // R22: waiting for the recover result while pods are rescheduled.
 flow_event on_wait_recover(ctx& c) {
-  c.rec.wait_until_ms = c.in.now_ms + c.waits.reschedule.count();
-  c.rec.deadline_ms
+  c.rec.flow.wait_until_ms = c.in.now_ms + c.waits.reschedule.count();
+  c.rec.flow.deadline_ms
     = c.in.now_ms
     + std::max<int64_t>(
         1, std::min(c.waits.report.count(), c.waits.reschedule.count()));
-  c.rec.deadline_event = ev::reschedule_check;
+  c.rec.flow.deadline_event = ev::reschedule_check;
   return {};
 }
 
 flow_event on_reschedule_check(ctx& c) {
   if (c.pods_rescheduled()
-      || (c.rec.restart_in_place && job_running(c.spec)
+      || (c.rec.flow.restart_in_place && job_running(c.spec)
           && c.must_exit_pods().empty())) {
     c.write_reset("clear");
-    c.rec.wait_until_ms = 0;
+    c.rec.flow.wait_until_ms = 0;
     return c.wait_report();
   }
-  if (c.in.now_ms >= c.rec.wait_until_ms && c.rec.wait_until_ms != 0)
+  if (c.in.now_ms >= c.rec.flow.wait_until_ms && c.rec.flow.wait_until_ms != 0)
     return c.can_scale_in() ? ev::need_try_scale_in : ev::schedule_timeout;
-  c.rec.deadline_ms = c.rec.wait_until_ms;
-  c.rec.deadline_event = ev::reschedule_check;
+  c.rec.flow.deadline_ms = c.rec.flow.wait_until_ms;
+  c.rec.flow.deadline_event = ev::reschedule_check;
   return {};
 }
 
@@ -289,7 +289,7 @@ flow_event on_reschedule_check(ctx& c) {
 flow_event on_listen_schedule(ctx& c) {
   if (c.init.platform_mode || c.pods_rescheduled())
     return ev::schedule_success;
-  c.rec.wait_until_ms = c.in.now_ms + c.waits.exit_reschedule.count();
+  c.rec.flow.wait_until_ms = c.in.now_ms + c.waits.exit_reschedule.count();
   return c.arm(std::min(c.waits.poll, c.waits.exit_reschedule),
                ev::schedule_check);
 }
@@ -297,10 +297,10 @@ flow_event on_listen_schedule(ctx& c) {
 flow_event on_schedule_check(ctx& c) {
   if (c.pods_rescheduled())
     return ev::schedule_success;
-  if (c.in.now_ms >= c.rec.wait_until_ms)
+  if (c.in.now_ms >= c.rec.flow.wait_until_ms)
     return job_running(c.spec) ? ev::schedule_success : ev::schedule_timeout;
   return c.arm(
-    std::min(c.waits.poll, millis{c.rec.wait_until_ms - c.in.now_ms}),
+    std::min(c.waits.poll, millis{c.rec.flow.wait_until_ms - c.in.now_ms}),
     ev::schedule_check);
 }
 
@@ -317,14 +317,14 @@ flow_event on_wait_restart_all(ctx& c) {
 
 // R43: job-level fallback.
 flow_event on_fault_retry(ctx& c) {
-  c.rec.label = "pause";
+  c.rec.job.label = "pause";
   auto sig = c.signal("changeStrategy");
   sig.actions = {"change_strategy"};
   sig.change_strategy = "exit";
   sig.extra_params = "dump_exit";
   sig.node_rank_ids = c.fault_pod_list();
   c.out.side_signals.push_back(std::move(sig));
-  c.rec.wait_until_ms = c.in.now_ms + c.waits.job_fallback.count();
+  c.rec.flow.wait_until_ms = c.in.now_ms + c.waits.job_fallback.count();
   return c.arm(
     std::max(millis{1}, std::min(c.waits.poll, c.waits.job_fallback)),
     ev::fallback_check);
@@ -332,14 +332,15 @@ flow_event on_fault_retry(ctx& c) {
 
 flow_event on_fallback_check(ctx& c) {
   if (job_running(c.spec)) {
-    c.rec.label = "on";
+    c.rec.job.label = "on";
     return ev::finish;
   }
-  if (c.in.now_ms >= c.rec.wait_until_ms)
+  if (c.in.now_ms >= c.rec.flow.wait_until_ms)
     return ev::schedule_timeout;
   return c.arm(
-    std::max(millis{1},
-             std::min(c.waits.poll, millis{c.rec.wait_until_ms - c.in.now_ms})),
+    std::max(
+      millis{1},
+      std::min(c.waits.poll, millis{c.rec.flow.wait_until_ms - c.in.now_ms})),
     ev::fallback_check);
 }
 
@@ -355,7 +356,7 @@ flow_event on_wait_report(ctx& c) {
 
 // R2: stopTrain with a fresh uuid.
 flow_event on_notify_stop_train(ctx& c) {
-  c.rec.uuid = c.in.fresh_uuid;
+  c.rec.flow.uuid = c.in.fresh_uuid;
   auto sig = c.signal("stopTrain");
   sig.actions = {"stop_train"};
   sig.fault_ranks = c.all_faults();
@@ -377,10 +378,10 @@ flow_event send_strategy(ctx& c, const std::string& strategy) {
     sig.node_rank_ids = c.in_place_pod_list();
     return c.notify(std::move(sig));
   }
-  if (c.rec.restart_in_place && strategy != "retry") {
+  if (c.rec.flow.restart_in_place && strategy != "retry") {
     // Any other strategy: every in-place pod exits after all.
-    c.rec.restart_in_place = false;
-    c.rec.in_place_pods.clear();
+    c.rec.flow.restart_in_place = false;
+    c.rec.flow.in_place_pods.clear();
     c.expand_normal();
     sig.actions.push_back("fault_nodes_exit");
     sig.fault_ranks = c.all_faults();
@@ -405,19 +406,19 @@ flow_event send_strategy(ctx& c, const std::string& strategy) {
 // R17 / R35 / R39: decide and send changeStrategy.
 flow_event on_decide(ctx& c) {
   if (c.in.kind == report_kind::strategy)
-    c.rec.agent_strategies = c.in.strategies;
+    c.rec.flow.agent_strategies = c.in.strategies;
   auto strategy = choose(c);
   if (strategy == "recover" && c.init.platform_mode
       && c.spec.annotations.count("RankTableReady") > 0
       && c.spec.annotations.at("RankTableReady") != "true")
     strategy = c.support_dump() ? "dump" : "exit";
-  c.rec.decided.push_back(strategy);
+  c.rec.flow.decided.push_back(strategy);
   bool network_fault = false;
-  for (const auto& [rank, type] : c.rec.faults)
+  for (const auto& [rank, type] : c.rec.flow.faults)
     network_fault = network_fault || type == fault_type::network;
   if (strategy == "retry" && network_fault) {
     // HCCL routing convergence before a step retry.
-    c.rec.pending_strategy = strategy;
+    c.rec.flow.pending_strategy = strategy;
     auto next = c.arm(c.waits.hccl_convergence, ev::hccl_converged);
     if (next != ev::none)
       return send_strategy(c, strategy);
@@ -428,13 +429,13 @@ flow_event on_decide(ctx& c) {
 
 // §5.6: the result check.
 flow_event on_check_result(ctx& c) {
-  if (!c.rec.decided.empty() && c.rec.decided.back() == "exit") {
+  if (!c.rec.flow.decided.empty() && c.rec.flow.decided.back() == "exit") {
     c.set_status("exit-completed");
     return ev::check_finish;
   }
-  if (c.rec.results.empty())
+  if (c.rec.flow.results.empty())
     return ev::check_finish;
-  const auto& r = c.rec.results.back();
+  const auto& r = c.rec.flow.results.back();
   bool ok = r.code == 0;
   if (r.strategy == "retry") {
     c.set_status(ok ? "retry-success" : "retry-failed");
@@ -442,7 +443,7 @@ flow_event on_check_result(ctx& c) {
       return ev::recover_success;
     if (r.code == 405)
       return ev::recoverable_retry_error;
-    auto& xs = c.rec.agent_strategies;
+    auto& xs = c.rec.flow.agent_strategies;
     xs.erase(std::remove(xs.begin(), xs.end(), "recover"), xs.end());
     if (r.code == 499)
       xs.erase(std::remove(xs.begin(), xs.end(), "dump"), xs.end());
@@ -468,8 +469,9 @@ flow_event on_check_result(ctx& c) {
   }
   // A report for a strategy the daemon did not decide: judge by the decided
   // one instead of trusting the report (reference §15.3).
-  c.set_status(c.rec.decided.empty() ? "exit-completed"
-                                     : c.rec.decided.back() + "-failed");
+  c.set_status(c.rec.flow.decided.empty()
+                 ? "exit-completed"
+                 : c.rec.flow.decided.back() + "-failed");
   return ev::recover_fail;
 }
 
@@ -482,12 +484,12 @@ flow_event on_fault_clear(ctx& c) {
 // R45
 flow_event on_kill_job(ctx& c) {
   auto sig = c.signal("killMaster");
-  c.rec.outbox = std::move(sig);
+  c.rec.flow.outbox = std::move(sig);
   // The reference gives up on a killMaster nobody takes after 60 s and ends
   // the flow anyway.
-  c.rec.deadline_ms
+  c.rec.flow.deadline_ms
     = c.in.now_ms + std::max<int64_t>(1, c.waits.notify.count());
-  c.rec.deadline_event = ev::finish;
+  c.rec.flow.deadline_event = ev::finish;
   return {};
 }
 
@@ -499,39 +501,17 @@ flow_event on_reset(ctx& c) {
     = c.out.path.size() >= 2 ? c.out.path[c.out.path.size() - 2] : st::init;
   auto status = c.out.annotations.find("ProcessRecoverStatus");
   if (from == st::notify_kill_job)
-    r.last_outcome = "killed";
+    r.job.last_outcome = "killed";
   else if (from == st::fault_retry)
-    r.last_outcome = "job-level-fallback";
+    r.job.last_outcome = "job-level-fallback";
   else if (status != c.out.annotations.end())
-    r.last_outcome = status->second;
+    r.job.last_outcome = status->second;
   else
-    r.last_outcome = "recovered";
-  ++r.flows;
-  r.uuid.clear();
-  r.faults.clear();
-  r.fault_pods.clear();
-  r.agent_strategies.clear();
-  r.decided.clear();
-  r.results.clear();
-  r.outbox.reset();
-  r.deadline_ms = 0;
-  r.deadline_event = ev::none;
-  r.flow_started_ms = 0;
-  r.origin_uids.clear();
-  r.wait_until_ms = 0;
-  r.pending_strategy.clear();
-  r.platform_round = false;
-  r.in_place_pods.clear();
-  r.restart_in_place = false;
-  r.in_place_checked = false;
-  r.om = om_kind::none;
-  r.om_operator.clear();
-  r.switch_ranks.clear();
-  r.switch_ops.clear();
-  r.stress_params.clear();
-  r.stress_fault = false;
-  r.isolate_nodes.clear();
-  r.health = "Healthy";
+    r.job.last_outcome = "recovered";
+  ++r.job.flows;
+  // The flow and its operator action end: what outlives them is `job`.
+  r.flow = {};
+  r.action = {};
   // Fix of reference §15.9: the confirm list of a finished round is removed,
   // so the next round is not blocked by it.
   if (c.init.platform_mode

@@ -70,13 +70,13 @@ const std::vector<report_row>& report_rows() {
 // clang-format on
 
 bool matches(const report_row& row, const recovery& rec, const flow_input& in) {
-  if (row.state != rec.state || row.kind != in.kind)
+  if (row.state != rec.flow.state || row.kind != in.kind)
     return false;
   if (row.match == code_is::equal && in.report.code != row.code)
     return false;
   if (row.match == code_is::not_equal && in.report.code == row.code)
     return false;
-  if (row.om != any_om && row.om != rec.om)
+  if (row.om != any_om && row.om != rec.action.kind)
     return false;
   return row.condition == when::always || stress_fails(rec, in.stress_result);
 }
@@ -88,7 +88,8 @@ expected<flow_event> report_event(const recovery& rec, const flow_input& in) {
     if (matches(row, rec, in))
       return row.event;
   return fail(errc::unexpected_report,
-              std::string{"not expected in state "} + to_string(rec.state));
+              std::string{"not expected in state "}
+                + to_string(rec.flow.state));
 }
 
 } // namespace recoverd::machines

@@ -106,21 +106,10 @@ expected<flow_step> step(const recovery& current, const job_spec& spec,
     ranks = &local;
   }
   flow_step out;
-  out.input = in.name;
-  out.faults = in.faults;
-  out.strategies = in.strategies;
-  out.report = in.report;
-  out.kind = in.kind;
-  out.delivered = in.delivered;
-  out.switch_ranks = in.switch_ranks;
-  out.switch_ops = in.switch_ops;
-  out.who = in.who;
-  out.stress_params = in.stress_params;
-  out.stress_result = in.stress_result;
-  out.node = in.node;
+  out.input = in;
   out.after = current;
   auto& rec = out.after;
-  out.path.push_back(rec.state);
+  out.path.push_back(rec.flow.state);
   ctx c{rec, spec, *ranks, init, in, waits, out, &device_faults};
   auto event = in.name;
   // Inputs that are not rows of the table.
@@ -130,7 +119,7 @@ expected<flow_step> step(const recovery& current, const job_spec& spec,
     // place (reference §3.7 step 4).
     for (const auto& f : in.faults)
       if (const auto* place = ranks->find(f.rank_id))
-        rec.in_place_pods.insert(place->pod_rank);
+        rec.flow.in_place_pods.insert(place->pod_rank);
   }
   switch (event) {
     case ev::fault_absorbed:
@@ -139,7 +128,7 @@ expected<flow_step> step(const recovery& current, const job_spec& spec,
       return out;
     case ev::node_health_cleared:
       // An operator cleared a node a stress test isolated.
-      if (rec.unhealthy_nodes.erase(in.node) == 0)
+      if (rec.job.unhealthy_nodes.erase(in.node) == 0)
         return fail(errc::invalid_argument,
                     "node " + in.node + " is not recorded unhealthy");
       return out;
@@ -148,29 +137,30 @@ expected<flow_step> step(const recovery& current, const job_spec& spec,
       return out;
     case ev::annotations_changed:
       // Platform annotations are what the platform-mode waits wait for.
-      if (rec.deadline_event == ev::plat_strategy_check)
+      if (rec.flow.deadline_event == ev::plat_strategy_check)
         event = ev::plat_strategy_check;
-      else if (rec.state == st::notify_global_fault && rec.platform_round)
+      else if (rec.flow.state == st::notify_global_fault
+               && rec.flow.platform_round)
         event = ev::result_fault_check;
       else
         return out;
       break;
     case ev::job_changed:
       // Pod changes matter only to the polled waits; re-check them now.
-      event = job_change_event(rec.state);
+      event = job_change_event(rec.flow.state);
       if (event == ev::none)
         return out;
       break;
     case ev::fault_occur:
-      if (rec.state != st::init && rec.state != st::scale_running)
+      if (rec.flow.state != st::init && rec.flow.state != st::scale_running)
         return fail(errc::unexpected_report,
                     std::string{"faultOccur is not accepted in state "}
-                      + to_string(rec.state));
+                      + to_string(rec.flow.state));
       c.merge(in.faults);
-      if (rec.state == st::init) {
-        rec.flow_started_ms = in.now_ms;
+      if (rec.flow.state == st::init) {
+        rec.flow.started_ms = in.now_ms;
         for (const auto& p : spec.pods)
-          rec.origin_uids[p.pod_rank] = p.uid;
+          rec.flow.origin_uids[p.pod_rank] = p.uid;
       }
       break;
     case ev::receive_report: {
@@ -178,36 +168,36 @@ expected<flow_step> step(const recovery& current, const job_spec& spec,
       if (!translated)
         return translated.error();
       event = *translated;
-      if (in.kind == report_kind::status && rec.om == om_kind::none)
-        rec.results.push_back(in.report);
+      if (in.kind == report_kind::status && rec.action.kind == om_kind::none)
+        rec.flow.results.push_back(in.report);
       break;
     }
     default: break;
   }
   for (int hops = 0; event != ev::none; ++hops) {
-    const auto* r = find_rule(rec.state, event);
+    const auto* r = find_rule(rec.flow.state, event);
     if (r == nullptr) {
       if (hops == 0)
         return fail(errc::unexpected_report,
                     std::string{to_string(event)} + " is not accepted in state "
-                      + to_string(rec.state));
+                      + to_string(rec.flow.state));
       // An entry action produced an event its state has no rule for: a bug
       // in the table. Stay, and fail loudly in debug builds' tests.
       return fail(errc::invalid_argument,
                   std::string{"no rule for "} + to_string(event) + " in state "
-                    + to_string(rec.state));
+                    + to_string(rec.flow.state));
     }
     if (hops > 64)
       return fail(errc::invalid_argument, "recovery machine loops");
     bool self_loop = r->from == r->to;
-    rec.state = r->to;
+    rec.flow.state = r->to;
     if (!self_loop || r->entry != nullptr) {
-      rec.outbox.reset();
-      rec.deadline_ms = 0;
-      rec.deadline_event = ev::none;
+      rec.flow.outbox.reset();
+      rec.flow.deadline_ms = 0;
+      rec.flow.deadline_event = ev::none;
     }
     if (!self_loop)
-      out.path.push_back(rec.state);
+      out.path.push_back(rec.flow.state);
     event = r->entry ? r->entry(c) : no_action(c);
   }
   return out;

@@ -21,7 +21,7 @@ namespace machines {
 namespace {
 
 flow_event on_start_stress(ctx& c) {
-  c.rec.stress_params = c.in.stress_params;
+  c.rec.action.stress_params = c.in.stress_params;
   return begin_om(c, om_kind::stress, 900);
 }
 
@@ -39,7 +39,7 @@ std::string derived_uuid(const std::string& u) {
 // The workers run the test: tell the agent to hold its start-agent logic,
 // flush faults, and wait for the result.
 flow_event on_stress_running(ctx& c) {
-  c.rec.uuid = c.in.fresh_uuid;
+  c.rec.flow.uuid = c.in.fresh_uuid;
   auto sig = c.signal("pauseStartAgent");
   sig.actions = {"pause_start_agent"};
   c.out.side_signals.push_back(std::move(sig));
@@ -50,7 +50,7 @@ flow_event on_stress_running(ctx& c) {
 // ReportRecoverStatus(406) while the test runs: a fault; wait on for the
 // result, then recover whatever it says.
 flow_event on_stress_fault(ctx& c) {
-  c.rec.stress_fault = true;
+  c.rec.action.stress_fault = true;
   om_say(c, "recv fault, when stressing test");
   return c.wait_report();
 }
@@ -60,7 +60,7 @@ flow_event on_stress_fault(ctx& c) {
 // and tells the operator. Fills `isolate_nodes` and the fault cache.
 void take_stress_result(ctx& c) {
   c.write_reset("clear");
-  c.rec.uuid = derived_uuid(c.in.fresh_uuid);
+  c.rec.flow.uuid = derived_uuid(c.in.fresh_uuid);
   auto sig = c.signal("continueStartAgent");
   sig.actions = {"continue_start_agent"};
   c.out.side_signals.push_back(std::move(sig));
@@ -89,17 +89,18 @@ void take_stress_result(ctx& c) {
       faulty.push_back({rank, "1"});
   }
   c.merge(faulty);
-  c.rec.isolate_nodes.assign(isolate.begin(), isolate.end());
+  c.rec.flow.isolate_nodes.assign(isolate.begin(), isolate.end());
   std::vector<std::string> ranks;
   for (const auto& f : faulty)
     ranks.push_back(f.rank_id);
   std::sort(ranks.begin(), ranks.end(), rank_less);
   auto json = detail.dump();
-  bool failed = !isolate.empty() || !faulty.empty() || c.rec.stress_fault;
+  bool failed
+    = !isolate.empty() || !faulty.empty() || c.rec.action.stress_fault;
   if (!isolate.empty())
     om_say(c,
            "stress test find fault, isolate node:"
-             + go_list(c.rec.isolate_nodes) + ",result:" + json,
+             + go_list(c.rec.flow.isolate_nodes) + ",result:" + json,
            failed);
   else if (!faulty.empty())
     om_say(c,
@@ -120,14 +121,14 @@ flow_event on_stress_passed(ctx& c) {
 flow_event on_stress_failed(ctx& c) {
   take_stress_result(c);
   std::vector<fault_rank> node_faults;
-  for (const auto& node : c.rec.isolate_nodes) {
-    c.rec.unhealthy_nodes[node] = c.in.now_ms;
+  for (const auto& node : c.rec.flow.isolate_nodes) {
+    c.rec.job.unhealthy_nodes[node] = c.in.now_ms;
     for (auto i : c.ranks.pods_on(node))
       for (const auto& d : c.spec.pods[i].devices)
         node_faults.push_back({d.rank_id, "1"});
   }
   c.merge(node_faults);
-  c.rec.isolate_nodes.clear();
+  c.rec.flow.isolate_nodes.clear();
   om_clear(c);
   return on_notify_stop_train(c);
 }
@@ -141,7 +142,7 @@ flow_event on_stress_timeout(ctx& c) {
 } // namespace
 
 bool stress_fails(const recovery& rec, const stress_results& results) {
-  if (rec.stress_fault)
+  if (rec.action.stress_fault)
     return true;
   for (const auto& [rank, ops] : results)
     for (const auto& [op, r] : ops)
@@ -234,7 +235,7 @@ biz_status validate_stress(const recovery& current, const job_spec& spec,
     return {413, "job:" + id + " has no ranks to stress"};
   if (!subscribed)
     return {413, "job:" + id + " has no agent subscribed"};
-  if (current.state != st::init)
+  if (current.flow.state != st::init)
     return {411, "jobId=" + id + " om is running, or job recovering"};
   return {0, "stress test operation was successfully distributed"};
 }

@@ -11,8 +11,8 @@ namespace machines {
 namespace {
 
 flow_event on_start_switch(ctx& c) {
-  c.rec.switch_ranks = c.in.switch_ranks;
-  c.rec.switch_ops = c.in.switch_ops;
+  c.rec.action.switch_ranks = c.in.switch_ranks;
+  c.rec.action.switch_ops = c.in.switch_ops;
   return begin_om(c, om_kind::switch_nic, 0);
 }
 
@@ -93,7 +93,7 @@ biz_status validate_switch(const recovery& current, const job_spec& spec,
     ranks.push_back(dev->rank_id);
     to_backup.push_back(op.to_backup);
   }
-  if (current.state != st::init)
+  if (current.flow.state != st::init)
     return {411, "jobId=" + id + " nic is swtiching, or job recovering"};
   return {0, "switching operation was successfully distributed"};
 }
