@@ -1,0 +1,315 @@
+#include "actors/job_effects.hpp"
+
+#include <algorithm>
+#include <random>
+
+#include <caf/typed_event_based_actor.hpp>
+
+#include "actors/error.hpp"
+#include "actors/log.hpp"
+#include "storage/event_codec.hpp"
+
+namespace recoverd {
+
+namespace {
+
+using self_ptr = job_self;
+
+bool changes_annotations(const event_body& body) {
+  return std::holds_alternative<annotations_changed>(body)
+    || std::holds_alternative<job_registered>(body)
+    || std::holds_alternative<job_put>(body);
+}
+
+// A flow uuid as the reference makes it: upper-case hex of the nanosecond
+// clock, '-', 32 lower-case hex digits.
+std::string new_uuid(self_ptr self) {
+  static constexpr char hex[] = "0123456789abcdef";
+  auto ns = static_cast<uint64_t>(self->state.cfg.clock()) * 1'000'000
+    + static_cast<uint64_t>(
+              std::chrono::steady_clock::now().time_since_epoch().count()
+              % 1'000'000);
+  char head[32];
+  std::snprintf(head, sizeof(head), "%llX",
+                static_cast<unsigned long long>(ns));
+  std::string result = head;
+  result += '-';
+  // One generator per worker thread, not per job (it is 2.5 KB).
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  for (int i = 0; i < 2; ++i) {
+    auto x = rng();
+    for (int j = 0; j < 16; ++j)
+      result.push_back(hex[(x >> (j * 4)) & 0xf]);
+  }
+  return result;
+}
+
+void after_events(self_ptr self, const std::vector<event>& evs);
+
+// Runs one input through the recovery machine and commits the step.
+} // namespace
+
+void feed(job_self self, flow_input in, on_durable_fn on_ok,
+          on_error_fn on_err) {
+  auto& st = self->state;
+  in.now_ms = std::max(in.now_ms, st.cfg.clock());
+  in.fresh_uuid = new_uuid(self);
+  auto d = decide(st.model, flow_cmd{std::move(in), st.cfg.waits});
+  if (!d) {
+    auto err = to_error(d.error());
+    on_err(err);
+    return;
+  }
+  commit(self, std::move(d->events), std::move(on_ok), std::move(on_err));
+}
+
+void feed_quietly(job_self self, flow_input in) {
+  auto name = in.name;
+  feed(
+    self, std::move(in), [] {},
+    [self, name](caf::error& err) {
+      ES_WARN("job {} could not take {}: {}", self->state.model.spec.job_id,
+              name, message_of(err));
+    });
+}
+
+void feed_event(job_self self, flow_event name,
+                std::vector<fault_rank> faults) {
+  flow_input in;
+  in.name = name;
+  in.faults = std::move(faults);
+  feed_quietly(self, std::move(in));
+}
+
+void arm_flow_timer(job_self self) {
+  const auto& rec = self->state.model.rec;
+  if (rec.flow.deadline_ms <= 0)
+    return;
+  auto delay
+    = std::max<int64_t>(0, rec.flow.deadline_ms - self->state.cfg.clock());
+  self->delayed_send(self, std::chrono::milliseconds(delay),
+                     flowtimer_atom::value, rec.flow.deadline_ms,
+                     rec.flow.deadline_event);
+}
+
+namespace {
+
+// Pushes `payload` to the newest open worker stream of `ws`; false when
+// there is none (the notify timeout then ends the wait).
+template <class Sinks, class T>
+bool push_to_worker(Sinks& ws, const T& payload) {
+  ws.erase(std::remove_if(ws.begin(), ws.end(),
+                          [](const auto& w) { return w->closed(); }),
+           ws.end());
+  while (!ws.empty() && !ws.back()->push(payload))
+    ws.pop_back();
+  return !ws.empty();
+}
+
+} // namespace
+
+void deliver_outbox(job_self self) {
+  auto& st = self->state;
+  if (!st.model.rec.flow.outbox)
+    return;
+  auto sig = *st.model.rec.flow.outbox;
+  const auto& rec = st.model.rec;
+  const auto& id = st.model.spec.job_id;
+  bool to_worker = sig.signal_type == "SwitchRankList"
+    || sig.signal_type == "StressTestRankParams";
+  if (to_worker) {
+    bool sent = sig.signal_type == "SwitchRankList"
+      ? push_to_worker(
+        st.switch_workers,
+        switch_rank_list{rec.action.switch_ranks, rec.action.switch_ops, id})
+      : push_to_worker(st.stress_workers,
+                       stress_rank_params{rec.action.stress_params, id});
+    if (!sent)
+      return;
+    ES_INFO("job {} sent {} to a worker", id, sig.signal_type);
+    flow_input in;
+    in.name = ev::notify_success;
+    in.delivered = sig;
+    feed_quietly(self, std::move(in));
+    return;
+  }
+  if (!st.subscriber)
+    return;
+  if (!st.subscriber->push(sig)) {
+    // The stream is gone: wait for a new subscriber or the notify timeout.
+    st.subscriber = nullptr;
+    st.live_generation = 0;
+    return;
+  }
+  ES_INFO("job {} sent {} {} (uuid {})", st.model.spec.job_id, sig.signal_type,
+          sig.change_strategy, sig.uuid);
+  auto event = send_result_event(sig);
+  if (event == ev::none)
+    return;
+  flow_input in;
+  in.name = event;
+  in.delivered = sig;
+  feed_quietly(self, std::move(in));
+}
+
+namespace {
+
+// Effects that follow from events just made durable and applied (their
+// recovery state and spec already moved into the model).
+void after_events(self_ptr self, const std::vector<event>& evs) {
+  auto& st = self->state;
+  bool notify_watchers = false;
+  bool flow = false;
+  bool job_changed = false;
+  bool annotations_changed_now = false;
+  for (const auto& ev : evs) {
+    const auto& body = ev.body;
+    if (const auto* x = std::get_if<flow_stepped>(&body)) {
+      flow = true;
+      // Annotation writes and state changes (the label moves with them).
+      notify_watchers = notify_watchers || !x->annotations.empty()
+        || !x->removed_annotations.empty() || x->path.size() > 1;
+      for (const auto& sig : x->side_signals) {
+        if (st.subscriber && st.subscriber->push(sig))
+          ES_INFO("job {} sent {} {}", st.model.spec.job_id, sig.signal_type,
+                  sig.extra_params);
+        else
+          ES_WARN("job {} has no agent stream for {}; not sent",
+                  st.model.spec.job_id, sig.signal_type);
+      }
+      if (x->path.size() > 1)
+        ES_INFO("job {} recovery {} -> {} on {}", st.model.spec.job_id,
+                x->path.front(), x->path.back(), x->input.name);
+      for (const auto& msg : x->om_messages) {
+        ES_INFO("job {} tells the operator: {}", st.model.spec.job_id, msg);
+        auto& ops = st.operators;
+        ops.erase(std::remove_if(ops.begin(), ops.end(),
+                                 [&](auto& o) {
+                                   return !o->push({st.model.spec.job_id, msg});
+                                 }),
+                  ops.end());
+      }
+      if (x->om_final) {
+        for (auto& o : st.operators)
+          o->finish(caf::none);
+        st.operators.clear();
+      }
+    }
+    if (const auto* x = std::get_if<job_put>(&body))
+      job_changed = job_changed || !x->created;
+    annotations_changed_now = annotations_changed_now
+      || std::holds_alternative<annotations_changed>(body);
+  }
+  for (const auto& ev : evs) {
+    const auto& body = ev.body;
+    if (std::holds_alternative<job_deleted>(body)) {
+      close_streams(st, caf::none);
+      return;
+    }
+    notify_watchers = notify_watchers || changes_annotations(body);
+  }
+  if (notify_watchers && !st.watchers.empty()) {
+    auto view = to_annotations_view(st.model);
+    auto& ws = st.watchers;
+    ws.erase(std::remove_if(ws.begin(), ws.end(),
+                            [&](auto& w) { return !w->push(view); }),
+             ws.end());
+  }
+  const auto& rec = st.model.rec;
+  if (flow) {
+    arm_flow_timer(self);
+    deliver_outbox(self);
+  }
+  if (!st.model.registered || rec.flow.state == st::init)
+    return;
+  // Pod changes and platform annotations are what some waits wait for.
+  if (job_changed)
+    feed_event(self, ev::job_changed);
+  else if (annotations_changed_now)
+    feed_event(self, ev::annotations_changed);
+}
+
+} // namespace
+
+// Other messages wait (`await`) while the events are written, so the model
+// they were decided on is still the current one when they are durable: they
+// are applied to it in place then, moved, not copied.
+void commit(job_self self, std::vector<event_body> bodies,
+            on_durable_fn on_durable, on_error_fn on_error) {
+  auto& st = self->state;
+  if (bodies.empty()) {
+    on_durable();
+    return;
+  }
+  auto now = st.cfg.clock();
+  std::vector<event> evs;
+  evs.reserve(bodies.size());
+  std::vector<log_record> records;
+  records.reserve(bodies.size());
+  auto seq = st.model.seq;
+  for (auto& body : bodies) {
+    evs.push_back({++seq, now, std::move(body)});
+    records.push_back(
+      {st.model.spec.job_id, seq, storage::encode_event(evs.back())});
+  }
+  std::vector<snapshot_record> snapshots;
+  auto since = st.events_since_snapshot + evs.size();
+  if (st.cfg.snapshot_every > 0 && since >= st.cfg.snapshot_every) {
+    // The one copy of the model, every `snapshot_every` events: the
+    // snapshot goes into the same write as the events it follows.
+    auto next = fold(st.model, evs);
+    snapshots.push_back(
+      {records.front().job_id, next.seq, storage::encode_snapshot(next)});
+    since = 0;
+  }
+  auto count = evs.size();
+  self
+    ->request(st.journal, caf::infinite, append_atom::value, std::move(records),
+              std::move(snapshots))
+    .await(
+      [self, since, evs = std::move(evs), on_durable](uint64_t) mutable {
+        auto& st = self->state;
+        // `apply` takes a step's change and a spec out of their event;
+        // `after_events` reads only what is left.
+        for (auto& ev : evs) {
+          ES_DEBUG("job {} appended {} #{}", st.model.spec.job_id,
+                   kind_name(ev.body), ev.seq);
+          st.model = apply(std::move(st.model), std::move(ev));
+        }
+        st.events_since_snapshot = since;
+        after_events(self, evs);
+        on_durable();
+      },
+      [self, count, on_error](caf::error& err) mutable {
+        ES_WARN("job {} could not persist {} events: {}",
+                self->state.model.spec.job_id, count, message_of(err));
+        on_error(err);
+      });
+}
+
+void push_keepalive(job_self self) {
+  auto& st = self->state;
+  process_signal sig;
+  sig.uuid = st.model.rec.flow.uuid;
+  sig.job_id = st.model.spec.job_id;
+  sig.signal_type = "keep-alive";
+  st.subscriber->push(sig);
+}
+
+void close_streams(job_state& st, const caf::error& reason) {
+  if (st.subscriber)
+    st.subscriber->finish(reason);
+  st.subscriber = nullptr;
+  st.live_generation = 0;
+  auto end_all = [&](auto& sinks) {
+    for (auto& s : sinks)
+      s->finish(reason);
+    sinks.clear();
+  };
+  end_all(st.watchers);
+  end_all(st.switch_workers);
+  end_all(st.stress_workers);
+  end_all(st.operators);
+}
+
+} // namespace recoverd

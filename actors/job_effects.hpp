@@ -1,0 +1,60 @@
+#pragma once
+
+/// What a job actor does besides deciding: commit events (append through the
+/// journal, then apply them in place), the effects of events made durable
+/// (signals to the agent, operator messages, annotation watchers, timers),
+/// delivery of the pending signal, and closing the job's streams. Internal
+/// to the job actor (`actors/job.cpp`).
+
+#include <functional>
+#include <vector>
+
+#include <caf/error.hpp>
+
+#include "actors/job.hpp"
+
+namespace recoverd {
+
+/// The job actor's self pointer.
+using job_self = job_actor::stateful_pointer<job_state>;
+
+/// Runs once the events are durable and applied.
+using on_durable_fn = std::function<void()>;
+
+/// Runs when the events could not be made durable (nothing changed).
+using on_error_fn = std::function<void(caf::error&)>;
+
+/// Appends `bodies` through the journal; once durable, applies them to the
+/// model in place and runs their effects, then `on_durable`. Other messages
+/// wait meanwhile, so every decision sees the state its events follow.
+void commit(job_self self, std::vector<event_body> bodies,
+            on_durable_fn on_durable, on_error_fn on_error);
+
+/// Runs one input of the recovery machine (stamped with the time and a
+/// fresh uuid) and commits its step.
+void feed(job_self self, flow_input in, on_durable_fn on_ok,
+          on_error_fn on_err);
+
+/// `feed`, logging a refusal.
+void feed_quietly(job_self self, flow_input in);
+
+/// Feeds the named input (with faults, if any), logging a refusal.
+void feed_event(job_self self, flow_event name,
+                std::vector<fault_rank> faults = {});
+
+/// Arms the timer of the current wait, if any (past deadlines fire at
+/// once).
+void arm_flow_timer(job_self self);
+
+/// Hands the pending signal to the agent stream (or, for the O&M lists, to
+/// the newest worker stream); its delivery is the next input.
+void deliver_outbox(job_self self);
+
+/// Sends a keep-alive to the agent stream.
+void push_keepalive(job_self self);
+
+/// Ends every stream of the job with `reason` (none: OK): the agent
+/// stream, annotation watchers, worker and operator streams.
+void close_streams(job_state& st, const caf::error& reason);
+
+} // namespace recoverd
