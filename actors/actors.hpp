@@ -49,12 +49,16 @@ struct journal_stats {
   uint64_t last_position = 0;  ///< Global position of the last event.
   std::string failure;         ///< Why appends are refused; empty if healthy.
   journal_histograms hist;     ///< Batch sizes and write latencies.
+  uint64_t purged_events = 0;      ///< Events of deleted jobs purged.
+  uint64_t purged_live_events = 0; ///< Old events of live jobs purged.
+  uint64_t kept_incidents = 0;     ///< Incidents stored for purged events.
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, journal_stats& x) {
   return f(caf::meta::type_name("journal_stats"), x.batches, x.records,
-           x.max_batch, x.write_micros, x.last_position, x.failure, x.hist);
+           x.max_batch, x.write_micros, x.last_position, x.failure, x.hist,
+           x.purged_events, x.purged_live_events, x.kept_incidents);
 }
 
 /// The EVENT HUB: hands every durable event to the live watchers
@@ -83,6 +87,10 @@ using journal_actor = caf::typed_actor<
   // order is examined in steps between appends, so appends do not wait for
   // the whole scan.
   caf::replies_to<purge_atom, std::vector<purge_target>>::with<purge_stats>,
+  // The same, plus the old events of these live jobs (examined in steps too)
+  // decided before the time (Unix ms), keeping their incidents.
+  caf::replies_to<purge_atom, std::vector<purge_target>,
+                  std::vector<std::string>, int64_t>::with<purge_stats>,
   // Reports counters.
   caf::replies_to<status_atom>::with<journal_stats>,
   // From now on, hands every durable event to this hub while the gauge of
@@ -190,8 +198,9 @@ using job_registry_actor = caf::typed_actor<
                   std::string>::with<std::vector<std::string>>,
   // Ends every stream of every job (daemon shutdown).
   caf::replies_to<shutdown_atom>::with<ok_atom>,
-  // Removes the history of jobs deleted longer ago than the retention now;
-  // replies with what was removed.
+  // Removes the history of jobs deleted longer ago than the retention, and
+  // the events of live jobs older than the retention before their latest
+  // snapshot, now; replies with what was removed.
   caf::replies_to<purge_atom>::with<purge_stats>,
   // The same, at start-up and then every retention sweep interval
   // (self-sent).

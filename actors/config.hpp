@@ -31,10 +31,11 @@ struct job_config {
 struct registry_config {
   /// Most jobs known at once and most jobs registered for recovery.
   size_t max_jobs = 10'000;
-  /// How long the history of a deleted job is kept (and Register answers
-  /// 402 for it); then its events, index entries and snapshot are removed.
+  /// How long history is kept: a deleted job's whole history (and Register
+  /// answers 402 for it meanwhile), and a live job's events before its
+  /// latest snapshot; then they are removed. Incidents are kept.
   millis retention{std::chrono::hours{24 * 30}};
-  /// How often deleted jobs are checked against the retention (also once at
+  /// How often history is checked against the retention (also once at
   /// start-up).
   millis retention_sweep{std::chrono::hours{1}};
   /// Passed to every job actor.

@@ -98,6 +98,9 @@ struct event_page {
   uint64_t next_seq = 0;
   /// The job's last seq now.
   uint64_t last_seq = 0;
+  /// The job's first stored seq now: above 1 once the retention removed
+  /// older events.
+  uint64_t first_seq = 0;
 };
 
 /// A job's incidents (ListIncidents).
@@ -166,6 +169,11 @@ struct cluster_stats {
   uint64_t journal_write_micros = 0;
   bool journal_failed = false;
   journal_histograms journal_hist;
+  /// Events the retention removed since start-up, of deleted and of live
+  /// jobs, and incidents it stored for live jobs' removed events.
+  uint64_t purged_events = 0;
+  uint64_t purged_live_events = 0;
+  uint64_t kept_incidents = 0;
   /// Event hub counters.
   hub_stats hub;
 };

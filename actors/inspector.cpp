@@ -9,6 +9,7 @@
 #include "storage/event_codec.hpp"
 #include "storage/event_log.hpp"
 #include "storage/replay.hpp"
+#include "storage/retention.hpp"
 
 namespace recoverd {
 
@@ -58,6 +59,55 @@ caf::expected<uint64_t> known_last_seq(self_ptr self, const std::string& id) {
   return last;
 }
 
+// The first stored seq of a job that has events.
+caf::expected<uint64_t> known_first_seq(self_ptr self, const std::string& id) {
+  auto first = self->state.log->first_seq(id);
+  if (!first)
+    return first.error();
+  return std::max<uint64_t>(*first, 1);
+}
+
+caf::error purged_before(const std::string& id, uint64_t first,
+                         const std::string& what) {
+  return make_error(errc::history_purged,
+                    "job " + id + ": " + what
+                      + " was removed by the retention (--retention); the "
+                        "job's first kept event is seq "
+                      + std::to_string(first));
+}
+
+// A job whose history starts at `first_seq`, after the retention removed
+// its oldest events: starts its history with what the log kept of them, so
+// that the figures of /metrics do not depend on the retention.
+caf::error seed(self_ptr self, const std::string& id, uint64_t first_seq,
+                job_history& h) {
+  auto& st = self->state;
+  auto base = st.log->base(id);
+  if (!base)
+    return base.error();
+  if (!*base || (*base)->seq + 1 != first_seq)
+    return caf::none;
+  auto state = storage::decode_snapshot((*base)->bytes);
+  if (!state)
+    return state.error();
+  auto seq = (*base)->seq;
+  auto time = state->updated_at_ms;
+  if (state->exists)
+    h.add(event{seq, time, job_put{{}, true}});
+  if (state->registered)
+    h.add(event{seq, time, job_registered{}});
+  if (state->subscriber_generation > 0)
+    h.add(event{seq, time,
+                subscriber_attached{state->subscriber_generation, {}, {}}});
+  auto kept = storage::kept_incidents(*st.log, id);
+  if (!kept)
+    return kept.error();
+  auto& counts = st.kept_counts[id];
+  for (const auto& i : *kept)
+    ++counts[{i.kind, i.strategy, i.outcome}];
+  return caf::none;
+}
+
 // Folds every event appended since the last call into the histories.
 caf::error catch_up(self_ptr self) {
   auto& st = self->state;
@@ -69,7 +119,10 @@ caf::error catch_up(self_ptr self) {
       auto ev = decode(x.job_id, x.seq, x.bytes);
       if (!ev)
         return ev.error();
-      auto i = st.histories.try_emplace(x.job_id, size_t{1}).first;
+      auto [i, added] = st.histories.try_emplace(x.job_id, size_t{1});
+      if (added && x.seq > 1)
+        if (auto err = seed(self, x.job_id, x.seq, i->second))
+          return err;
       if (ev->seq > i->second.seq())
         i->second.add(*ev);
       st.position = x.position;
@@ -159,14 +212,20 @@ inspector(inspector_actor::stateful_pointer<inspector_state> self,
       auto last = known_last_seq(self, id);
       if (!last)
         return last.error();
+      auto first = known_first_seq(self, id);
+      if (!first)
+        return first.error();
       if (limit == 0)
         limit = default_page;
       limit = std::min(limit, max_page);
+      // Events the retention removed are not an error: the page starts at
+      // the first kept one, and says so.
       from = std::max<uint64_t>(from, 1);
       auto xs = self->state.log->read(id, from, limit);
       if (!xs)
         return xs.error();
       event_page page;
+      page.first_seq = *first;
       for (auto& x : *xs) {
         auto ev = decode(id, x.seq, x.bytes);
         if (!ev)
@@ -186,6 +245,11 @@ inspector(inspector_actor::stateful_pointer<inspector_state> self,
       auto last = known_last_seq(self, id);
       if (!last)
         return last.error();
+      // What the retention kept of removed events, then the incidents of
+      // the stored ones (which start between two flows).
+      auto kept = storage::kept_incidents(*self->state.log, id);
+      if (!kept)
+        return kept.error();
       job_history h;
       auto err = self->state.log->for_each(
         id, 1, [&](uint64_t seq, std::string_view bytes) -> caf::error {
@@ -197,7 +261,10 @@ inspector(inspector_actor::stateful_pointer<inspector_state> self,
         });
       if (err)
         return err;
-      return incident_list{h.all(), h.seq()};
+      auto xs = std::move(*kept);
+      for (auto& x : h.all())
+        xs.push_back(std::move(x));
+      return incident_list{std::move(xs), h.seq()};
     },
     [=](at_atom, std::string& id, history_point& at) -> caf::result<job_at> {
       auto last = known_last_seq(self, id);
@@ -208,6 +275,12 @@ inspector(inspector_actor::stateful_pointer<inspector_state> self,
       if (!at.by_time && at.seq > *last)
         return bad("seq", std::to_string(at.seq) + " is after the job's last "
                             "event " + std::to_string(*last));
+      auto first = known_first_seq(self, id);
+      if (!first)
+        return first.error();
+      if (!at.by_time && at.seq < *first)
+        return purged_before(id, *first,
+                             "the state at seq " + std::to_string(at.seq));
       // One pass for the point (a time needs every event's time) and the
       // flow running there; the state itself comes from replay.
       job_history h;
@@ -226,6 +299,10 @@ inspector(inspector_actor::stateful_pointer<inspector_state> self,
         });
       if (err && err != done)
         return err;
+      if (target == 0 && *first > 1)
+        return purged_before(id, *first,
+                             "the state at time "
+                               + std::to_string(at.time_ms));
       if (target == 0)
         return bad("timeMs", "job " + id + " has no event at or before "
                                + std::to_string(at.time_ms));
@@ -264,6 +341,9 @@ inspector(inspector_actor::stateful_pointer<inspector_state> self,
         for (const auto& [key, n] : h.counts())
           stats->finished[key] += n;
       }
+      for (const auto& [id, counts] : self->state.kept_counts)
+        for (const auto& [key, n] : counts)
+          stats->finished[key] += n;
       stats->events = self->state.position;
       auto rp = self->make_response_promise<cluster_stats>();
       self->request(self->state.journal, ask_timeout, status_atom::value)
@@ -274,6 +354,9 @@ inspector(inspector_actor::stateful_pointer<inspector_state> self,
             stats->journal_write_micros = js.write_micros;
             stats->journal_failed = !js.failure.empty();
             stats->journal_hist = js.hist;
+            stats->purged_events = js.purged_events;
+            stats->purged_live_events = js.purged_live_events;
+            stats->kept_incidents = js.kept_incidents;
             self->request(self->state.hub, ask_timeout, status_atom::value)
               .then(
                 [=](hub_stats& hs) mutable {

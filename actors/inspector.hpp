@@ -24,6 +24,9 @@ struct inspector_state {
   std::unordered_map<std::string, job_history> histories;
   /// Global position of the last event folded into `histories`.
   uint64_t position = 0;
+  /// Finished incidents of the events the retention removed before a
+  /// history was started, by job (for /metrics).
+  std::unordered_map<std::string, incident_counts> kept_counts;
 
   static inline const char* name = "inspector";
 };

@@ -75,12 +75,13 @@ void fan_out(self_ptr self, Each each, Done done, Ts... xs) {
 }
 
 // Removes the history of the jobs deleted longer ago than the retention,
-// then forgets that they existed; calls `done` with what was removed or with
-// the error.
+// then forgets that they existed, and the events of live jobs older than the
+// retention that their latest snapshot covers; calls `done` with what was
+// removed or with the error.
 template <class Done>
 void sweep(self_ptr self, Done done) {
   auto& st = self->state;
-  if (!st.purging.empty()) {
+  if (st.sweeping) {
     done(purge_stats{}); // the previous sweep is still running
     return;
   }
@@ -89,16 +90,41 @@ void sweep(self_ptr self, Done done) {
   for (const auto& [id, d] : st.deleted)
     if (now - d.deleted_at_ms > st.cfg.retention.count())
       targets.push_back({id, d.seq});
-  if (targets.empty()) {
+  // The journal reads each live job's snapshot and old events; jobs without
+  // either cost it one lookup.
+  std::vector<std::string> live;
+  live.reserve(st.jobs.size());
+  for (const auto& [id, hdl] : st.jobs)
+    if (st.deleted.count(id) == 0)
+      live.push_back(id);
+  std::sort(live.begin(), live.end());
+  if (targets.empty() && live.empty()) {
     done(purge_stats{});
     return;
   }
+  st.sweeping = true;
   for (const auto& t : targets)
     st.purging.insert(t.job_id);
-  self->request(st.journal, caf::infinite, purge_atom::value, targets)
+  auto older_than = now - st.cfg.retention.count();
+  self
+    ->request(st.journal, caf::infinite, purge_atom::value, targets,
+              std::move(live), older_than)
     .then(
       [=](purge_stats& stats) mutable {
         auto& st = self->state;
+        st.sweeping = false;
+        if (stats.live_events > 0)
+          ES_INFO("job_registry removed {} events older than {:.1f} h of {} "
+                  "live jobs, keeping {} incidents",
+                  stats.live_events,
+                  std::chrono::duration<double, std::ratio<3600>>(
+                    st.cfg.retention)
+                    .count(),
+                  stats.live_jobs, stats.incidents);
+        if (targets.empty()) {
+          done(stats);
+          return;
+        }
         for (const auto& t : targets) {
           st.purging.erase(t.job_id);
           auto i = st.deleted.find(t.job_id);
@@ -118,10 +144,11 @@ void sweep(self_ptr self, Done done) {
       },
       [=](caf::error& err) mutable {
         // Still remembered as deleted; the next sweep tries again.
+        self->state.sweeping = false;
         for (const auto& t : targets)
           self->state.purging.erase(t.job_id);
-        ES_WARN("job_registry could not remove the history of {} deleted "
-                "jobs: {}",
+        ES_WARN("job_registry could not remove old history ({} deleted "
+                "jobs): {}",
                 targets.size(), message_of(err));
         done(err);
       });

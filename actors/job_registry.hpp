@@ -34,6 +34,8 @@ struct job_registry_state {
   /// Jobs whose history a purge is removing right now; PutJob for them is
   /// refused until it is done.
   std::set<std::string> purging;
+  /// A retention sweep is running (the next one waits for it).
+  bool sweeping = false;
   /// Where the edge looks jobs up; kept equal to `jobs` when set.
   job_directory_ptr directory;
 

@@ -5,6 +5,7 @@
 #include "actors/error.hpp"
 #include "actors/log.hpp"
 #include "storage/event_log.hpp"
+#include "storage/retention.hpp"
 
 namespace recoverd {
 
@@ -15,6 +16,40 @@ using self_ptr = journal_actor::stateful_pointer<journal_state>;
 // Index entries a purge examines per step: a few milliseconds, so appends
 // queued meanwhile wait that long at most.
 constexpr size_t purge_step_entries = 16'384;
+
+// Most events of one live job a purge examines: a longer backlog (a job
+// that ran long before the retention of live jobs existed) goes over a few
+// sweeps instead of stalling appends for one long step.
+constexpr uint64_t live_backlog_events = 65'536;
+
+// Examines live jobs of `p` for up to a step's worth of events; makes the
+// plan once every live job is examined.
+caf::error prepare_step(self_ptr self, journal_state::pending_purge& p) {
+  auto& st = self->state;
+  uint64_t examined = 0;
+  while (p.next_live < p.live.size() && examined < purge_step_entries) {
+    const auto& id = p.live[p.next_live++];
+    auto cut = storage::plan_live_cut(*st.log, id, p.older_than_ms,
+                                      live_backlog_events, examined);
+    if (!cut)
+      return cut.error();
+    if (!*cut)
+      continue;
+    p.live_targets.push_back(std::move((*cut)->target));
+    p.bases.push_back(std::move((*cut)->base));
+    std::move((*cut)->incidents.begin(), (*cut)->incidents.end(),
+              std::back_inserter(p.incidents));
+  }
+  if (p.next_live < p.live.size())
+    return caf::none;
+  auto targets = std::move(p.deleted);
+  std::move(p.live_targets.begin(), p.live_targets.end(),
+            std::back_inserter(targets));
+  p.plan = st.log->plan_purge(std::move(targets), std::move(p.bases),
+                              std::move(p.incidents));
+  p.planned = true;
+  return caf::none;
+}
 
 // Writes every pending append as one batch and answers each of them.
 void commit(self_ptr self) {
@@ -95,19 +130,47 @@ void purge_step(self_ptr self) {
   };
   if (st.failure) {
     finish(st.failure);
+  } else if (!p.planned) {
+    // Reading the live jobs' old events is a step of its own; the scan of
+    // the order starts in the next one.
+    if (auto err = prepare_step(self, p))
+      finish(err);
   } else if (auto err = st.log->scan_purge(p.plan, purge_step_entries)) {
     finish(err);
   } else if (p.plan.scanned()) {
     // Appends accepted before this one go first, in their own write.
     commit(self);
     auto stats = st.log->commit_purge(p.plan);
-    if (stats)
+    if (stats) {
+      st.stats.purged_events += stats->events;
+      st.stats.purged_live_events += stats->live_events;
+      st.stats.kept_incidents += stats->incidents;
       finish(*stats);
-    else
+    } else {
       finish(stats.error());
+    }
   }
   if (!st.purges.empty())
     self->send(self, purgestep_atom::value);
+}
+
+caf::result<purge_stats> enqueue_purge(self_ptr self,
+                                       std::vector<purge_target> deleted,
+                                       std::vector<std::string> live,
+                                       int64_t older_than_ms) {
+  auto& st = self->state;
+  if (st.failure)
+    return st.failure;
+  auto rp = self->make_response_promise<purge_stats>();
+  journal_state::pending_purge p;
+  p.deleted = std::move(deleted);
+  p.live = std::move(live);
+  p.older_than_ms = older_than_ms;
+  p.promise = rp;
+  st.purges.push_back(std::move(p));
+  if (st.purges.size() == 1)
+    self->send(self, purgestep_atom::value);
+  return rp;
 }
 
 } // namespace
@@ -168,14 +231,13 @@ journal(journal_actor::stateful_pointer<journal_state> self,
     },
     [=](purge_atom,
         std::vector<purge_target>& targets) -> caf::result<purge_stats> {
-      auto& st = self->state;
-      if (st.failure)
-        return st.failure;
-      auto rp = self->make_response_promise<purge_stats>();
-      st.purges.push_back({st.log->plan_purge(std::move(targets)), rp});
-      if (st.purges.size() == 1)
-        self->send(self, purgestep_atom::value);
-      return rp;
+      return enqueue_purge(self, std::move(targets), {}, 0);
+    },
+    [=](purge_atom, std::vector<purge_target>& deleted,
+        std::vector<std::string>& live,
+        int64_t older_than_ms) -> caf::result<purge_stats> {
+      return enqueue_purge(self, std::move(deleted), std::move(live),
+                           older_than_ms);
     },
     [=](purgestep_atom) { purge_step(self); },
     [=](status_atom) { return self->state.stats; },

@@ -20,8 +20,22 @@ struct journal_state {
     caf::typed_response_promise<uint64_t> promise;
   };
 
-  /// One purge of deleted jobs' history, scanned in steps.
+  /// One purge of old history, prepared and scanned in steps.
   struct pending_purge {
+    /// Deleted jobs whose whole history goes.
+    std::vector<purge_target> deleted;
+    /// Live jobs whose old events may go (see `storage::plan_live_cut`),
+    /// examined from `next_live` on while the purge is prepared.
+    std::vector<std::string> live;
+    size_t next_live = 0;
+    /// Only events decided before this (Unix ms) are removed of live jobs.
+    int64_t older_than_ms = 0;
+    /// What the live jobs examined so far give up and keep.
+    std::vector<purge_target> live_targets;
+    std::vector<snapshot_record> bases;
+    std::vector<incident_record> incidents;
+    /// Set once every live job is examined and `plan` is made.
+    bool planned = false;
     storage::purge_plan plan;
     caf::typed_response_promise<purge_stats> promise;
   };

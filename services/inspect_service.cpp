@@ -67,6 +67,7 @@ void inspect_api::list_events(const pi::ListEventsRequest& req,
         convert::to_proto(ev, *resp->add_events());
       resp->set_nextseq(x.next_seq);
       resp->set_lastseq(x.last_seq);
+      resp->set_firstseq(x.first_seq);
       return grpc::Status::OK;
     },
     std::move(done), events_atom::value, req.jobid(), req.fromseq(),

@@ -129,9 +129,10 @@ int main(int argc, char** argv) {
                  "replays only the tail")
     ->capture_default_str();
   cli.add_option("--retention", retention,
-                 "how long the history of a deleted job is kept (and "
-                 "Register answers 402 for it); checked at start-up and "
-                 "hourly (duration: 36h, 30d, ...)")
+                 "how long history is kept: a deleted job's whole history "
+                 "(Register answers 402 for it meanwhile), and a live job's "
+                 "events before its latest snapshot; incidents are kept; "
+                 "checked at start-up and hourly (duration: 36h, 30d, ...)")
     ->capture_default_str();
   cli.add_option("--stream-buffer", opts.registry.job.stream_buffer,
                  "messages a stream may queue before it is closed with "

@@ -311,6 +311,17 @@ std::string render_metrics(const request_metrics& requests,
                     journal_histograms::write_bounds, c.journal_hist.writes,
                     1e-6, static_cast<double>(c.journal_write_micros) / 1e6,
                     c.journal_batches);
+  family(out, "recoverd_retention_purged_events_total", "counter",
+         "Events the retention removed since start, of deleted jobs (their "
+         "whole history) and of live jobs (before their latest snapshot).");
+  sample(out, "recoverd_retention_purged_events_total", {{"job", "deleted"}},
+         c.purged_events);
+  sample(out, "recoverd_retention_purged_events_total", {{"job", "live"}},
+         c.purged_live_events);
+  family(out, "recoverd_retention_kept_incidents_total", "counter",
+         "Incidents stored since start in place of removed live-job events.");
+  sample(out, "recoverd_retention_kept_incidents_total", {},
+         c.kept_incidents);
   family(out, "recoverd_journal_failed", "gauge",
          "1 once a journal write failed (appends are refused).");
   sample(out, "recoverd_journal_failed", {}, c.journal_failed ? 1 : 0);

@@ -31,6 +31,8 @@ grpc::Status to_grpc_status(const caf::error& err) {
         return {grpc::StatusCode::FAILED_PRECONDITION, msg};
       case errc::corrupt_record:
         return {grpc::StatusCode::DATA_LOSS, msg};
+      case errc::history_purged:
+        return {grpc::StatusCode::OUT_OF_RANGE, msg};
     }
   }
   if (err == caf::sec::request_timeout)

@@ -23,11 +23,19 @@ enum cf : size_t {
   cf_global = 2,    // be64(position) -> event key
   cf_snapshots = 3, // job id -> be64(seq) + state bytes
   cf_meta = 4,      // "schema_version", "incarnation", "position_floor" -> be64
-  cf_count = 5,
+  cf_incidents = 5, // job id \0 be64(first seq) -> IncidentRecord bytes
+  cf_bases = 6,     // job id -> be64(seq) + state bytes before the first event
+  cf_count = 7,
 };
 
 constexpr const char* cf_names[cf_count]
-  = {"default", "events", "global", "snapshots", "meta"};
+  = {"default", "events", "global", "snapshots", "meta", "incidents", "bases"};
+
+// Families a log written before the retention of live jobs lacks; a
+// read-only open (which cannot create them) treats them as empty.
+constexpr bool optional_family(size_t x) {
+  return x == cf_incidents || x == cf_bases;
+}
 
 caf::error io_error(const std::string& what, const rocksdb::Status& st) {
   return make_error(errc::storage_failure, what + ": " + st.ToString());
@@ -61,7 +69,8 @@ struct event_log::impl {
         db->Flush(fo, handles).PermitUncheckedError();
       }
       for (auto* h : handles)
-        db->DestroyColumnFamilyHandle(h);
+        if (h != nullptr)
+          db->DestroyColumnFamilyHandle(h);
       handles.clear();
       db->Close();
     }
@@ -73,6 +82,8 @@ struct event_log::impl {
 
   caf::expected<std::optional<std::string>> get(cf family,
                                                 const std::string& key) const {
+    if (h(family) == nullptr)
+      return std::optional<std::string>{};
     std::string value;
     auto st = db->Get(rocksdb::ReadOptions{}, h(family), key, &value);
     if (st.IsNotFound())
@@ -129,19 +140,38 @@ event_log::open(const event_log_options& opts) {
   cf_opts.write_buffer_size = opts.write_buffer_size > 0
                                 ? opts.write_buffer_size
                                 : size_t{16} << 20;
-  std::vector<rocksdb::ColumnFamilyDescriptor> descs;
-  for (auto* name : cf_names)
-    descs.emplace_back(name, cf_opts);
   if (opts.read_only && !std::filesystem::exists(opts.path))
     return make_error(errc::storage_failure,
                       "no event log in " + opts.path + " (no such directory)");
+  // Which families to open: all of them, except, read-only, the optional
+  // ones an older log lacks.
+  std::vector<size_t> opened;
+  {
+    std::vector<std::string> existing;
+    if (opts.read_only)
+      rocksdb::DB::ListColumnFamilies(db_opts, opts.path, &existing)
+        .PermitUncheckedError();
+    for (size_t i = 0; i < cf_count; ++i)
+      if (!opts.read_only || !optional_family(i)
+          || std::find(existing.begin(), existing.end(), cf_names[i])
+               != existing.end())
+        opened.push_back(i);
+  }
+  std::vector<rocksdb::ColumnFamilyDescriptor> descs;
+  for (auto i : opened)
+    descs.emplace_back(cf_names[i], cf_opts);
   rocksdb::DB* raw = nullptr;
   rocksdb::Status st;
+  std::vector<rocksdb::ColumnFamilyHandle*> got;
   if (opts.read_only)
-    st = rocksdb::DB::OpenForReadOnly(db_opts, opts.path, descs, &p->handles,
-                                      &raw);
+    st = rocksdb::DB::OpenForReadOnly(db_opts, opts.path, descs, &got, &raw);
   else
-    st = rocksdb::DB::Open(db_opts, opts.path, descs, &p->handles, &raw);
+    st = rocksdb::DB::Open(db_opts, opts.path, descs, &got, &raw);
+  if (st.ok()) {
+    p->handles.assign(cf_count, nullptr);
+    for (size_t k = 0; k < opened.size(); ++k)
+      p->handles[opened[k]] = got[k];
+  }
   if (!st.ok()) {
     if (st.IsIOError() && st.ToString().find("lock") != std::string::npos)
       return make_error(errc::storage_failure,
@@ -357,6 +387,58 @@ caf::expected<uint64_t> event_log::last_seq(const std::string& job_id) const {
   return parsed->second;
 }
 
+caf::expected<uint64_t> event_log::first_seq(const std::string& job_id)
+  const {
+  std::unique_ptr<rocksdb::Iterator> it{
+    impl_->db->NewIterator(rocksdb::ReadOptions{}, impl_->h(cf_events))};
+  it->Seek(event_key(job_id, 0));
+  if (!it->status().ok())
+    return io_error("cannot read events of " + job_id, it->status());
+  if (!it->Valid())
+    return uint64_t{0};
+  auto parsed = parse_event_key(it->key().ToStringView());
+  if (!parsed || parsed->first != job_id)
+    return uint64_t{0};
+  return parsed->second;
+}
+
+caf::expected<std::optional<snapshot_record>>
+event_log::base(const std::string& job_id) const {
+  auto value = impl_->get(cf_bases, job_id);
+  if (!value)
+    return value.error();
+  if (!*value)
+    return std::optional<snapshot_record>{};
+  if ((*value)->size() < 8)
+    return make_error(errc::corrupt_record,
+                      "malformed base state of " + job_id);
+  return std::optional<snapshot_record>{
+    snapshot_record{job_id, get_be64(**value), (*value)->substr(8)}};
+}
+
+caf::expected<std::vector<incident_record>>
+event_log::incidents(const std::string& job_id) const {
+  std::vector<incident_record> result;
+  if (impl_->h(cf_incidents) == nullptr)
+    return result;
+  auto upper = job_upper_bound(job_id);
+  rocksdb::Slice upper_slice{upper};
+  rocksdb::ReadOptions ro;
+  ro.iterate_upper_bound = &upper_slice;
+  std::unique_ptr<rocksdb::Iterator> it{
+    impl_->db->NewIterator(ro, impl_->h(cf_incidents))};
+  for (it->Seek(event_key(job_id, 0)); it->Valid(); it->Next()) {
+    auto parsed = parse_event_key(it->key().ToStringView());
+    if (!parsed || parsed->first != job_id)
+      return make_error(errc::corrupt_record,
+                        "malformed incident key for job " + job_id);
+    result.push_back({job_id, parsed->second, it->value().ToString()});
+  }
+  if (!it->status().ok())
+    return io_error("cannot read the incidents of " + job_id, it->status());
+  return result;
+}
+
 uint64_t event_log::last_position() const {
   return impl_->last_position;
 }
@@ -401,11 +483,15 @@ caf::expected<bool> event_log::discard(const std::string& job_id,
   return found;
 }
 
-purge_plan event_log::plan_purge(std::vector<purge_target> targets) const {
+purge_plan event_log::plan_purge(std::vector<purge_target> targets,
+                                 std::vector<snapshot_record> bases,
+                                 std::vector<incident_record> incidents) const {
   purge_plan plan;
   std::sort(targets.begin(), targets.end(),
             [](const auto& x, const auto& y) { return x.job_id < y.job_id; });
   plan.targets = std::move(targets);
+  plan.bases = std::move(bases);
+  plan.incidents = std::move(incidents);
   plan.end_position = impl_->last_position;
   return plan;
 }
@@ -456,23 +542,55 @@ caf::expected<purge_stats> event_log::commit_purge(const purge_plan& plan) {
     return make_error(errc::invalid_argument, "purge plan not fully scanned");
   purge_stats stats;
   rocksdb::WriteBatch batch;
-  for (const auto& t : plan.targets) {
-    bool any = false;
+  // Deletes the keys of `family` from `job_id`'s seq 0 up to and including
+  // `up_to_seq`; returns how many.
+  auto delete_range = [&](cf family, const purge_target& t)
+    -> caf::expected<uint64_t> {
+    if (impl_->h(family) == nullptr)
+      return uint64_t{0};
     auto upper = event_key(t.job_id, t.up_to_seq + 1);
     rocksdb::Slice upper_slice{upper};
     rocksdb::ReadOptions ro;
     ro.iterate_upper_bound = &upper_slice;
     ro.fill_cache = false;
     std::unique_ptr<rocksdb::Iterator> it{
-      impl_->db->NewIterator(ro, impl_->h(cf_events))};
+      impl_->db->NewIterator(ro, impl_->h(family))};
+    uint64_t n = 0;
     for (it->Seek(event_key(t.job_id, 0)); it->Valid(); it->Next()) {
-      batch.Delete(impl_->h(cf_events), it->key());
-      ++stats.events;
-      any = true;
+      batch.Delete(impl_->h(family), it->key());
+      ++n;
     }
     if (!it->status().ok())
-      return io_error("cannot read events of " + t.job_id, it->status());
-    // A job re-created since its deletion keeps a newer snapshot.
+      return io_error("cannot read the history of " + t.job_id, it->status());
+    return n;
+  };
+  for (const auto& t : plan.targets) {
+    if (t.live) {
+      // The latest snapshot and everything after it stay: replay starts
+      // there. `plan_live_cut` chose `up_to_seq` below it.
+      auto snap = snapshot(t.job_id);
+      if (!snap)
+        return snap.error();
+      if (!*snap || (*snap)->seq <= t.up_to_seq)
+        return make_error(errc::invalid_argument,
+                          "live purge of " + t.job_id
+                            + " would remove events its latest snapshot "
+                              "does not cover");
+      auto n = delete_range(cf_events, t);
+      if (!n)
+        return n.error();
+      stats.live_events += *n;
+      if (*n > 0)
+        ++stats.live_jobs;
+      continue;
+    }
+    auto n = delete_range(cf_events, t);
+    if (!n)
+      return n.error();
+    stats.events += *n;
+    bool any = *n > 0;
+    // A job re-created since its deletion keeps a newer snapshot, and the
+    // incidents and base state of its new life.
     auto snap = snapshot(t.job_id);
     if (!snap)
       return snap.error();
@@ -481,9 +599,30 @@ caf::expected<purge_stats> event_log::commit_purge(const purge_plan& plan) {
       ++stats.snapshots;
       any = true;
     }
+    auto kept = delete_range(cf_incidents, t);
+    if (!kept)
+      return kept.error();
+    auto b = base(t.job_id);
+    if (!b)
+      return b.error();
+    if (*b && (*b)->seq <= t.up_to_seq)
+      batch.Delete(impl_->h(cf_bases), t.job_id);
     if (any)
       ++stats.jobs;
   }
+  // What the live jobs keep of the removed events, in the same batch: no
+  // reader ever sees the events gone but their incidents not yet stored.
+  for (const auto& x : plan.bases) {
+    std::string value;
+    value.reserve(8 + x.bytes.size());
+    put_be64(value, x.seq);
+    value.append(x.bytes);
+    batch.Put(impl_->h(cf_bases), x.job_id, value);
+  }
+  for (const auto& x : plan.incidents)
+    batch.Put(impl_->h(cf_incidents), event_key(x.job_id, x.first_seq),
+              x.bytes);
+  stats.incidents = plan.incidents.size();
   for (auto position : plan.positions)
     batch.Delete(impl_->h(cf_global), be64(position));
   stats.index_entries = plan.positions.size();
@@ -496,6 +635,8 @@ caf::expected<purge_stats> event_log::commit_purge(const purge_plan& plan) {
 struct event_log::reader::impl {
   std::unique_ptr<rocksdb::Iterator> events;
   std::unique_ptr<rocksdb::Iterator> snapshots;
+  // Bases are read rarely (a past point of a purged job): on demand.
+  const event_log* log = nullptr;
 };
 
 event_log::reader::reader(const event_log& log)
@@ -504,6 +645,12 @@ event_log::reader::reader(const event_log& log)
   impl_->events.reset(log.impl_->db->NewIterator(ro, log.impl_->h(cf_events)));
   impl_->snapshots.reset(
     log.impl_->db->NewIterator(ro, log.impl_->h(cf_snapshots)));
+  impl_->log = &log;
+}
+
+caf::expected<std::optional<snapshot_record>>
+event_log::reader::base(const std::string& job_id) {
+  return impl_->log->base(job_id);
 }
 
 event_log::reader::~reader() = default;

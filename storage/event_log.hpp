@@ -60,6 +60,12 @@ struct purge_plan {
   uint64_t end_position = 0;
   /// Positions of the targets' events found so far.
   std::vector<uint64_t> positions;
+  /// States of live targets just before their first kept event, stored with
+  /// the removal (see `event_log::base`).
+  std::vector<snapshot_record> bases;
+  /// Finished incidents of live targets' removed events, stored with the
+  /// removal.
+  std::vector<incident_record> incidents;
 
   /// True once the whole order up to `end_position` has been examined.
   bool scanned() const {
@@ -68,7 +74,8 @@ struct purge_plan {
 };
 
 /// The durable, append-only, per-job event log with a cluster-wide order,
-/// snapshots and metadata. Appends come from one writer (the journal);
+/// snapshots and metadata, and what the retention keeps of removed events
+/// (incidents and base states). Appends come from one writer (the journal);
 /// reads are safe from any thread.
 class event_log {
 public:
@@ -113,6 +120,22 @@ public:
   [[nodiscard]] caf::expected<std::optional<snapshot_record>>
   snapshot(const std::string& job_id) const;
 
+  /// Sequence number of the first stored event of `job_id`, 0 when none.
+  /// Above 1 once the retention removed the job's oldest events.
+  [[nodiscard]] caf::expected<uint64_t> first_seq(const std::string& job_id)
+    const;
+
+  /// The state of `job_id` just before its first stored event, if the
+  /// retention removed earlier events of the live job: the starting point
+  /// for a past state older than the latest snapshot.
+  [[nodiscard]] caf::expected<std::optional<snapshot_record>>
+  base(const std::string& job_id) const;
+
+  /// The incidents the retention kept of `job_id`'s removed events, in
+  /// order of their first seq.
+  [[nodiscard]] caf::expected<std::vector<incident_record>>
+  incidents(const std::string& job_id) const;
+
   /// Every job id that has events, in key order.
   [[nodiscard]] caf::expected<std::vector<std::string>> job_ids() const;
 
@@ -130,14 +153,19 @@ public:
   [[nodiscard]] caf::expected<bool> discard(const std::string& job_id,
                                             uint64_t seq);
 
-  /// Starts a purge of `targets` (see `purge_plan`).
-  purge_plan plan_purge(std::vector<purge_target> targets) const;
+  /// Starts a purge of `targets` (see `purge_plan`), storing `bases` and
+  /// `incidents` of live targets with it.
+  purge_plan plan_purge(std::vector<purge_target> targets,
+                        std::vector<snapshot_record> bases = {},
+                        std::vector<incident_record> incidents = {}) const;
 
   /// Examines up to `max` entries of the cluster-wide order for `plan`.
   [[nodiscard]] caf::error scan_purge(purge_plan& plan, size_t max) const;
 
-  /// Removes what `plan` found, plus the targets' events and snapshots, in
-  /// one `WriteBatch`. Requires `plan.scanned()`.
+  /// Removes what `plan` found, plus the targets' events (and, of deleted
+  /// jobs, snapshots, incidents and base states), and stores the plan's
+  /// bases and incidents, in one `WriteBatch`. Requires `plan.scanned()`.
+  /// Refuses a live target whose latest snapshot does not lie after it.
   [[nodiscard]] caf::expected<purge_stats> commit_purge(const purge_plan& plan);
 
   /// How many times the log has been opened for writing, this time included.
@@ -170,6 +198,10 @@ public:
     [[nodiscard]] caf::error
     for_each(const std::string& job_id, uint64_t from_seq,
              const std::function<caf::error(uint64_t, std::string_view)>& f);
+
+    /// The base state of `job_id` (see `event_log::base`), if any.
+    [[nodiscard]] caf::expected<std::optional<snapshot_record>>
+    base(const std::string& job_id);
 
   private:
     struct impl;

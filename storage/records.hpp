@@ -1,7 +1,7 @@
 #pragma once
 
 /// The storage records the journal and the event log exchange: encoded
-/// events and snapshots, and what a purge of old history removes.
+/// events, snapshots and incidents, and what a purge of old history removes.
 
 #include <cstdint>
 #include <string>
@@ -24,12 +24,26 @@ struct snapshot_record {
   std::string bytes;
 };
 
-/// A deleted job whose history is to be removed: its events up to and
-/// including `up_to_seq` (the seq of its deletion), their entries in the
-/// cluster-wide order, and a snapshot no newer than that.
+/// A job whose history is to be removed up to and including `up_to_seq`,
+/// with the entries of those events in the cluster-wide order.
+///
+/// For a deleted job (`live` false) `up_to_seq` is the seq of its deletion,
+/// and its snapshot, stored incidents and base state no newer than that go
+/// too. For a live job (`live` true) `up_to_seq` lies before its latest
+/// snapshot, which is kept (see `storage/retention.hpp`).
 struct purge_target {
   std::string job_id;
   uint64_t up_to_seq = 0;
+  bool live = false;
+};
+
+/// One finished incident of a live job, encoded (`protos/history.proto`),
+/// kept when the retention removes the events it was built from.
+struct incident_record {
+  std::string job_id;
+  /// Seq of the incident's first event (its key within the job).
+  uint64_t first_seq = 0;
+  std::string bytes;
 };
 
 /// What a purge removed.
@@ -38,6 +52,9 @@ struct purge_stats {
   uint64_t events = 0;        ///< Event records removed.
   uint64_t index_entries = 0; ///< Entries of the cluster-wide order removed.
   uint64_t snapshots = 0;     ///< Snapshots removed.
+  uint64_t live_jobs = 0;     ///< Live jobs whose old events were removed.
+  uint64_t live_events = 0;   ///< Event records of live jobs removed.
+  uint64_t incidents = 0;     ///< Incidents of live jobs stored to keep.
 };
 
 /// A job whose last event deleted it, as the registry remembers it.
@@ -59,13 +76,15 @@ typename Inspector::result_type inspect(Inspector& f, snapshot_record& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, purge_target& x) {
-  return f(caf::meta::type_name("purge_target"), x.job_id, x.up_to_seq);
+  return f(caf::meta::type_name("purge_target"), x.job_id, x.up_to_seq,
+           x.live);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, purge_stats& x) {
   return f(caf::meta::type_name("purge_stats"), x.jobs, x.events,
-           x.index_entries, x.snapshots);
+           x.index_entries, x.snapshots, x.live_jobs, x.live_events,
+           x.incidents);
 }
 
 template <class Inspector>

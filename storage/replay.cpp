@@ -26,6 +26,19 @@ caf::expected<replayed_job> replay_with(event_log::reader& log,
     result.state = std::move(*state);
     result.state.spec.job_id = job_id;
     result.from_snapshot = true;
+  } else if (*snap) {
+    // A past point before the latest snapshot: once the retention removed
+    // the job's oldest events, the fold starts at the state it kept of them.
+    auto base = log.base(job_id);
+    if (!base)
+      return base.error();
+    if (*base && (*base)->seq <= up_to_seq) {
+      auto state = decode_snapshot((*base)->bytes);
+      if (!state)
+        return state.error();
+      result.state = std::move(*state);
+      result.state.spec.job_id = job_id;
+    }
   }
   // An undecodable record is held back until the next one shows that it
   // was not the last: only a job's last record can be a torn write, damage
@@ -43,6 +56,14 @@ caf::expected<replayed_job> replay_with(event_log::reader& log,
     [&](uint64_t seq, std::string_view bytes) -> caf::error {
       if (bad)
         return corrupt();
+      if (seq > up_to_seq && seq != result.state.seq + 1
+          && result.state.seq < up_to_seq)
+        return make_error(errc::history_purged,
+                          "job " + job_id + ": the state at seq "
+                            + std::to_string(up_to_seq)
+                            + " cannot be rebuilt, the retention removed "
+                              "its events; the first kept event is seq "
+                            + std::to_string(seq));
       if (seq > up_to_seq)
         return done;
       auto ev = decode_event(bytes);

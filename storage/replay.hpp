@@ -44,7 +44,8 @@ struct replay_result {
 /// Replays one job. A job without events comes back empty (seq 0) with its id
 /// set. An undecodable record is an error naming the job and the seq, unless
 /// it is the job's last record in the log: then it is left out and reported
-/// in `discarded`.
+/// in `discarded`. A point before the job's first kept event (see
+/// `event_log::first_seq`) is a `history_purged` error.
 [[nodiscard]] caf::expected<replayed_job>
 replay_job(const event_log& log, const std::string& job_id,
            uint64_t up_to_seq = UINT64_MAX);

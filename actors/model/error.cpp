@@ -13,6 +13,7 @@ const char* to_string(errc x) {
     case errc::overloaded: return "overloaded";
     case errc::corrupt_record: return "corrupt_record";
     case errc::shutting_down: return "shutting_down";
+    case errc::history_purged: return "history_purged";
   }
   return "unknown";
 }

@@ -34,6 +34,8 @@ enum class errc : uint8_t {
   corrupt_record,
   /// The daemon is shutting down.
   shutting_down,
+  /// A past point or event the retention removed.
+  history_purged,
 };
 
 /// Name of an error code, e.g. "invalid_argument".

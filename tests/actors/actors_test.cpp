@@ -467,6 +467,70 @@ TEST_CASE_FIXTURE(registry_fixture, "retention runs at start-up and then "
   CHECK(b->empty());
 }
 
+TEST_CASE_FIXTURE(registry_fixture, "retention: a live job loses its events "
+                                    "older than the retention before its "
+                                    "latest snapshot and keeps its state "
+                                    "across a restart; newer events and jobs "
+                                    "without a snapshot lose nothing") {
+  auto annotate = [&](const std::string& id, const std::string& value) {
+    request<annotations_view>(registry, annotate_atom::value, id,
+                              string_map{{"k", value}},
+                              std::vector<std::string>{},
+                              std::string{"platform"});
+  };
+  auto purge_now = [&] {
+    return request<purge_stats>(registry, purge_atom::value);
+  };
+  put(test::make_job("j"));
+  init("j");
+  reg("j");
+  annotate("j", "1");
+  annotate("j", "2");
+  put(test::make_job("nosnap"));
+  MESSAGE("nothing is older than the retention yet");
+  auto stats = purge_now();
+  CHECK(stats.live_jobs == 0);
+  CHECK(stats.live_events == 0);
+  MESSAGE("two hours later j gets a snapshot (seq 6) and one more event");
+  now += 2 * 3'600'000;
+  annotate("j", "3");
+  annotate("j", "4");
+  put(test::make_job("fresh"));
+  for (int i = 0; i < 4; ++i)
+    annotate("fresh", std::to_string(i));
+  auto snap = log->snapshot("j");
+  REQUIRE(snap);
+  REQUIRE(snap->has_value());
+  REQUIRE((*snap)->seq == 6);
+  auto before = request<job_status>(registry, get_atom::value, std::string{"j"});
+  CHECK(before.last_seq == 7);
+  stats = purge_now();
+  CHECK(stats.live_jobs == 1);
+  CHECK(stats.live_events == 5);
+  CHECK(stats.index_entries == 5);
+  CHECK(stats.jobs == 0);
+  auto first = log->first_seq("j");
+  REQUIRE(first);
+  CHECK(*first == 6);
+  CHECK(event_kinds("nosnap") == std::vector<std::string>{"job_put"});
+  CHECK(event_kinds("fresh").size() == 5);
+  MESSAGE("a restart replays j from its snapshot");
+  restart();
+  auto after = request<job_status>(registry, get_atom::value, std::string{"j"});
+  CHECK(after.last_seq == before.last_seq);
+  CHECK(after.spec.annotations == before.spec.annotations);
+  CHECK(after.created_at_ms == before.created_at_ms);
+  auto again = request<biz_status>(registry, register_atom::value,
+                                   client_info{"j", "taskd", "test"});
+  CHECK(again.code == 0);
+  annotate("j", "5");
+  after = request<job_status>(registry, get_atom::value, std::string{"j"});
+  CHECK(after.last_seq == 8);
+  MESSAGE("the next sweep finds nothing more to remove");
+  stats = purge_now();
+  CHECK(stats.live_events == 0);
+}
+
 TEST_CASE_FIXTURE(registry_fixture, "snapshots stay every N events across "
                                     "restarts, so the replayed tail stays "
                                     "short") {

@@ -34,6 +34,7 @@
 #include "services/inspect_convert.hpp"
 #include "storage/event_codec.hpp"
 #include "storage/event_log.hpp"
+#include "storage/retention.hpp"
 
 namespace pb = recoverd::platform::v1;
 namespace pi = recoverd::inspection::v1;
@@ -532,6 +533,13 @@ int load_history(const history_source& src, const std::string& job,
       return fail(exit_refused,
                   "job " + job + " has no events in " + src.data_dir);
     if (incidents != nullptr) {
+      // Those the retention kept of removed events come first.
+      auto kept = recoverd::storage::kept_incidents(*log, job);
+      if (!kept)
+        return fail(exit_refused, "cannot read " + src.data_dir + ": "
+                                    + recoverd::message_of(kept.error()));
+      for (const auto& i : *kept)
+        recoverd::convert::to_proto(i, *incidents->add_incidents());
       for (const auto& i : history.all())
         recoverd::convert::to_proto(i, *incidents->add_incidents());
       incidents->set_lastseq(history.seq());

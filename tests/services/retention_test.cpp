@@ -1,0 +1,301 @@
+// The retention of a live job through the daemon: after a recovery, its old
+// events go at a sweep, its incidents are still listed (Inspect and HTTP),
+// reads of removed events answer clearly, and a restart replays the job from
+// its snapshot with the same state and the same incidents.
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <thread>
+
+#include <caf/scoped_actor.hpp>
+#include <google/protobuf/util/message_differencer.h>
+#include <grpcpp/grpcpp.h>
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "actors/error.hpp"
+#include "actors/model/recovery.hpp"
+#include "agent.hpp"
+#include "fixtures/flow_fixture.hpp"
+#include "fixtures/temp_dir.hpp"
+#include "inspect.grpc.pb.h"
+#include "platform.grpc.pb.h"
+#include "services/app.hpp"
+
+using namespace recoverd;
+namespace pb = recoverd::platform::v1;
+namespace pi = recoverd::inspection::v1;
+using namespace std::chrono_literals;
+using json = nlohmann::json;
+using google::protobuf::util::MessageDifferencer;
+
+namespace {
+
+constexpr int64_t t0 = 1'700'000'000'000;
+constexpr int64_t hour = 3'600'000;
+
+/// A daemon with a clock the test moves, restartable on the same log.
+struct retention_fixture {
+  test::temp_dir dir;
+  std::shared_ptr<std::atomic<int64_t>> now
+    = std::make_shared<std::atomic<int64_t>>(t0);
+  std::unique_ptr<app> daemon;
+  std::unique_ptr<pb::Platform::Stub> platform;
+  std::unique_ptr<pi::Inspect::Stub> inspect;
+  std::unique_ptr<httplib::Client> http;
+
+  retention_fixture() {
+    start();
+  }
+
+  void start() {
+    app_options opts;
+    opts.listen = "127.0.0.1:0";
+    opts.http_listen = "127.0.0.1:0";
+    opts.data_dir = dir / "db";
+    opts.worker_threads = 2;
+    opts.registry.retention = std::chrono::hours{1};
+    // A snapshot after every event: whatever is old lies before one.
+    opts.registry.job.snapshot_every = 1;
+    auto clock = now;
+    opts.registry.job.clock = [clock] { return clock->load(); };
+    auto& w = opts.registry.job.waits;
+    test::quick_waits(w);
+    w.report = 5s;
+    w.notify = 5s;
+    auto x = app::start(opts);
+    REQUIRE_MESSAGE(x, (x ? "" : message_of(x.error())));
+    daemon = std::move(*x);
+    auto channel = grpc::CreateChannel(daemon->address(),
+                                       grpc::InsecureChannelCredentials());
+    platform = pb::Platform::NewStub(channel);
+    inspect = pi::Inspect::NewStub(channel);
+    http = std::make_unique<httplib::Client>("127.0.0.1", daemon->http_port());
+    http->set_read_timeout(10, 0);
+  }
+
+  void restart() {
+    daemon->stop();
+    daemon.reset();
+    start();
+  }
+
+  static std::unique_ptr<grpc::ClientContext> ctx() {
+    auto c = std::make_unique<grpc::ClientContext>();
+    c->set_deadline(std::chrono::system_clock::now() + 10s);
+    return c;
+  }
+
+  void put(const std::string& id) {
+    pb::PutJobRequest req;
+    *req.mutable_spec() = test::two_pod_spec(id, {"recover", "dump"});
+    pb::PutJobResponse resp;
+    auto c = ctx();
+    auto st = platform->PutJob(c.get(), req, &resp);
+    REQUIRE_MESSAGE(st.ok(), st.error_message());
+  }
+
+  void annotate(const std::string& id, const std::string& key,
+                const std::string& value) {
+    pb::SetAnnotationsRequest req;
+    req.set_jobid(id);
+    (*req.mutable_set())[key] = value;
+    pb::Annotations resp;
+    auto c = ctx();
+    auto st = platform->SetAnnotations(c.get(), req, &resp);
+    REQUIRE_MESSAGE(st.ok(), st.error_message());
+  }
+
+  pi::JobDetail get(const std::string& id) {
+    pi::GetJobRequest req;
+    req.set_jobid(id);
+    pi::JobDetail out;
+    auto c = ctx();
+    auto st = inspect->GetJob(c.get(), req, &out);
+    REQUIRE_MESSAGE(st.ok(), st.error_message());
+    return out;
+  }
+
+  void wait_state(const std::string& id, const std::string& state) {
+    for (int i = 0; i < 500; ++i) {
+      if (get(id).state().recovery().state() == state)
+        return;
+      std::this_thread::sleep_for(10ms);
+    }
+    REQUIRE(get(id).state().recovery().state() == state);
+  }
+
+  pi::ListIncidentsResponse incidents(const std::string& id) {
+    pi::ListIncidentsRequest req;
+    req.set_jobid(id);
+    pi::ListIncidentsResponse out;
+    auto c = ctx();
+    auto st = inspect->ListIncidents(c.get(), req, &out);
+    REQUIRE_MESSAGE(st.ok(), st.error_message());
+    return out;
+  }
+
+  pi::ListEventsResponse events(const std::string& id, uint64_t from) {
+    pi::ListEventsRequest req;
+    req.set_jobid(id);
+    req.set_fromseq(from);
+    req.set_limit(1000);
+    pi::ListEventsResponse out;
+    auto c = ctx();
+    auto st = inspect->ListEvents(c.get(), req, &out);
+    REQUIRE_MESSAGE(st.ok(), st.error_message());
+    return out;
+  }
+
+  grpc::Status at(const std::string& id, uint64_t seq, pi::JobAt& out) {
+    pi::GetJobAtRequest req;
+    req.set_jobid(id);
+    req.set_seq(seq);
+    auto c = ctx();
+    return inspect->GetJobAt(c.get(), req, &out);
+  }
+
+  purge_stats purge() {
+    caf::scoped_actor self{daemon->system()};
+    purge_stats result;
+    bool answered = false;
+    self->request(daemon->registry(), caf::infinite, purge_atom::value)
+      .receive(
+        [&](purge_stats& x) {
+          result = x;
+          answered = true;
+        },
+        [&](caf::error& err) { FAIL("purge failed: " << message_of(err)); });
+    REQUIRE(answered);
+    return result;
+  }
+
+  std::string metrics() {
+    auto res = http->Get("/metrics");
+    REQUIRE(res);
+    REQUIRE(res->status == 200);
+    return res->body;
+  }
+};
+
+// Runs one recovery of `id` from fault to success.
+void recover_once(retention_fixture& fx, agent::client& agent,
+                  const std::string& id) {
+  CHECK(agent.report_process_fault({{"8", "1"}}).code() == 0);
+  auto stop = agent.next_signal(5s);
+  REQUIRE(stop);
+  fx.wait_state(id, to_string(st::wait_stop_complete));
+  CHECK(agent.report_stop_complete(0).code() == 0);
+  REQUIRE(agent.next_signal(5s));
+  fx.wait_state(id, to_string(st::wait_recover_strategy));
+  CHECK(agent.report_recover_strategy({"recover", "dump"}).code() == 0);
+  REQUIRE(agent.next_signal(5s));
+  fx.wait_state(id, to_string(st::wait_process_recover_status));
+  CHECK(agent.report_recover_status(0, "recover").code() == 0);
+  fx.wait_state(id, "INIT");
+}
+
+bool same_incidents(const pi::ListIncidentsResponse& x,
+                    const pi::ListIncidentsResponse& y) {
+  if (x.incidents_size() != y.incidents_size())
+    return false;
+  for (int i = 0; i < x.incidents_size(); ++i)
+    if (!MessageDifferencer::Equals(x.incidents(i), y.incidents(i)))
+      return false;
+  return true;
+}
+
+} // namespace
+
+TEST_CASE("retention: a live job's old events go, its incidents stay, and "
+          "a restart replays it from its snapshot") {
+  retention_fixture fx;
+  fx.put("job");
+  fx.put("other");
+  pi::ListIncidentsResponse before;
+  uint64_t cut = 0;
+  {
+    agent::client agent{fx.daemon->address(), "job"};
+    REQUIRE(agent.init_clusterd().code() == 0);
+    agent.start_subscribe();
+    for (int i = 0; i < 200 && !fx.get("job").subscribers().attached(); ++i)
+      std::this_thread::sleep_for(5ms);
+    REQUIRE(fx.get("job").subscribers().attached());
+    MESSAGE("one recovery at t0");
+    recover_once(fx, agent, "job");
+    before = fx.incidents("job");
+    REQUIRE(before.incidents_size() == 1);
+    CHECK(before.incidents(0).outcome() == "recover-success");
+    MESSAGE("a sweep now removes nothing: nothing is older than 1 h");
+    auto none = fx.purge();
+    CHECK(none.live_events == 0);
+    MESSAGE("two hours later one more event, and a sweep");
+    *fx.now += 2 * hour;
+    fx.annotate("job", "k", "v");
+    cut = fx.get("job").seq();
+    auto stats = fx.purge();
+    CHECK(stats.live_jobs == 1);
+    CHECK(stats.live_events == cut - 1);
+    CHECK(stats.incidents == 1);
+    MESSAGE("the incident is still listed, the same");
+    auto after = fx.incidents("job");
+    CHECK(same_incidents(after, before));
+    CHECK(after.lastseq() == cut);
+    MESSAGE("events start at the first kept one");
+    auto page = fx.events("job", 1);
+    CHECK(page.firstseq() == cut);
+    REQUIRE(page.events_size() == 1);
+    CHECK(page.events(0).seq() == cut);
+    auto other = fx.events("other", 1);
+    CHECK(other.firstseq() == 1);
+    CHECK(other.events_size() == 1); // no snapshot before t0 + 1 h: kept
+    MESSAGE("a state before it is OUT_OF_RANGE naming that seq");
+    pi::JobAt at;
+    auto st = fx.at("job", 1, at);
+    CHECK(st.error_code() == grpc::StatusCode::OUT_OF_RANGE);
+    CHECK(st.error_message().find("seq " + std::to_string(cut))
+          != std::string::npos);
+    REQUIRE(fx.at("job", cut, at).ok());
+    CHECK(at.seq() == cut);
+    MESSAGE("HTTP lists the incident too; /metrics counts the removal");
+    auto res = fx.http->Get("/api/v1/jobs/job/incidents");
+    REQUIRE(res);
+    CHECK(res->status == 200);
+    CHECK(json::parse(res->body)["incidents"].size() == 1);
+    auto res_at = fx.http->Get("/api/v1/jobs/job/at?seq=1");
+    REQUIRE(res_at);
+    CHECK(res_at->status == 400);
+    CHECK(fx.metrics().find("\nrecoverd_retention_purged_events_total{job="
+                            "\"live\"} "
+                            + std::to_string(cut - 1) + "\n")
+          != std::string::npos);
+  }
+  auto state_before = fx.get("job").state();
+  auto metrics_before = fx.metrics();
+  MESSAGE("restart");
+  fx.restart();
+  CHECK(fx.daemon->replayed().from_snapshot >= 1);
+  auto state_after = fx.get("job").state();
+  std::string diff;
+  MessageDifferencer d;
+  d.ReportDifferencesToString(&diff);
+  CHECK_MESSAGE(d.Compare(state_before, state_after), diff);
+  CHECK(same_incidents(fx.incidents("job"), before));
+  CHECK(fx.events("job", 1).firstseq() == cut);
+  MESSAGE("the figures of /metrics do not change with the retention");
+  auto finished = [](const std::string& text) {
+    std::string lines;
+    for (const auto* name :
+         {"\nrecoverd_flows_finished_total{", "\nrecoverd_jobs ",
+          "\nrecoverd_jobs_registered "}) {
+      for (auto i = text.find(name); i != std::string::npos;
+           i = text.find(name, i + 1))
+        lines += text.substr(i, text.find('\n', i + 1) - i);
+    }
+    return lines;
+  };
+  CHECK(finished(fx.metrics()) == finished(metrics_before));
+  CHECK(finished(metrics_before).find("recoverd_flows_finished_total{")
+        != std::string::npos);
+}
