@@ -36,6 +36,7 @@ struct story {
   std::string id;
   std::vector<event> evs;
   recovery rec;
+  recovery seen; // the state the last recorded step left
 
   void add(int64_t t, event_body body) {
     evs.push_back({evs.size() + 1, t, std::move(body)});
@@ -44,23 +45,27 @@ struct story {
   void step(int64_t t, flow_event input, std::vector<flow_state> states,
             std::string outcome = {}) {
     flow_stepped x;
-    x.input = input;
-    x.path.push_back(rec.state);
+    x.input.name = input;
+    x.path.push_back(rec.flow.state);
     for (auto s : states)
       x.path.push_back(s);
-    rec.state = x.path.back();
-    if (!outcome.empty())
-      rec.last_outcome = std::move(outcome);
-    x.after = rec;
+    rec.flow.state = x.path.back();
+    if (!outcome.empty()) {
+      // As the machine ends a flow: the outcome and the count.
+      rec.job.last_outcome = std::move(outcome);
+      ++rec.job.flows;
+    }
+    x.change = diff(seen, recovery{rec});
+    seen = rec;
     add(t, std::move(x));
   }
 
   // One recovery from fault to result.
   void recovery_flow(int64_t t, const std::string& uuid) {
-    rec.uuid = uuid;
+    rec.flow.uuid = uuid;
     step(t, ev::fault_occur, {st::notify_wait_fault_flushing});
     step(t + 10, ev::notify_finish, {st::notify_stop_train});
-    rec.uuid.clear();
+    rec.flow.uuid.clear();
     step(t + 20, ev::receive_report, {st::check_recover_result, st::init},
          "recover-success");
   }
