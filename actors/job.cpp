@@ -399,6 +399,9 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
       // A timer of a wait that is over is stale.
       if (rec.flow.deadline_ms != deadline || rec.flow.deadline_event != event)
         return;
+      // This was the armed timer; the wait that follows needs its own.
+      self->state.armed_deadline_ms = 0;
+      self->state.armed_event = flow_event::none;
       flow_input in;
       in.name = event;
       in.now_ms = deadline;

@@ -30,6 +30,11 @@ struct job_state {
   std::vector<om_sink_ptr> operators;
   /// Events since the last snapshot.
   uint64_t events_since_snapshot = 0;
+  /// The wait deadline a timer is armed for (0: none), so a step that
+  /// keeps the wait (a fault joining it) does not arm another.
+  int64_t armed_deadline_ms = 0;
+  /// The event the armed timer feeds.
+  flow_event armed_event = flow_event::none;
 
   static inline const char* name = "job";
 };

@@ -82,9 +82,16 @@ void feed_event(job_self self, flow_event name,
 }
 
 void arm_flow_timer(job_self self) {
-  const auto& rec = self->state.model.rec;
-  if (rec.flow.deadline_ms <= 0)
+  auto& st = self->state;
+  const auto& rec = st.model.rec;
+  if (rec.flow.deadline_ms <= 0
+      || (rec.flow.deadline_ms == st.armed_deadline_ms
+          && rec.flow.deadline_event == st.armed_event))
     return;
+  // Each timer is a message through the clock thread and back: one per
+  // wait, not one per step of it.
+  st.armed_deadline_ms = rec.flow.deadline_ms;
+  st.armed_event = rec.flow.deadline_event;
   auto delay
     = std::max<int64_t>(0, rec.flow.deadline_ms - self->state.cfg.clock());
   self->delayed_send(self, std::chrono::milliseconds(delay),

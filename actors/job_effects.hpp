@@ -42,8 +42,8 @@ void feed_quietly(job_self self, flow_input in);
 void feed_event(job_self self, flow_event name,
                 std::vector<fault_rank> faults = {});
 
-/// Arms the timer of the current wait, if any (past deadlines fire at
-/// once).
+/// Arms the timer of the current wait, if any and not armed yet (past
+/// deadlines fire at once).
 void arm_flow_timer(job_self self);
 
 /// Hands the pending signal to the agent stream (or, for the O&M lists, to

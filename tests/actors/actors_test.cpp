@@ -235,6 +235,36 @@ TEST_CASE_FIXTURE(registry_fixture, "subscribe: keep-alives, take-over, and "
                                     "subscriber_detached"});
 }
 
+TEST_CASE_FIXTURE(registry_fixture, "a fault joining a wait arms no second "
+                                    "timer; the wait's own timer still ends it") {
+  put(test::make_job("j"));
+  init("j");
+  reg("j");
+  auto agent = subscribe("j");
+  auto report = [&](const std::string& rank) {
+    flow_input in;
+    in.kind = report_kind::process;
+    in.faults = {{rank, "1"}};
+    return request<biz_status>(registry, report_atom::value,
+                               client_info{"j", "", "test"}, std::move(in));
+  };
+  CHECK(report("0").code == 0);
+  REQUIRE(agent->items.size() == 1);
+  CHECK(agent->items[0].signal_type == "stopTrain");
+  auto waiting = request<job_status>(registry, get_atom::value, std::string{"j"});
+  auto timers = sched.clock().schedule().size();
+  for (auto rank : {"1", "2", "3"})
+    CHECK(report(rank).code == 0);
+  CHECK(sched.clock().schedule().size() == timers);
+  auto status = request<job_status>(registry, get_atom::value, std::string{"j"});
+  CHECK(status.recovery_state == waiting.recovery_state);
+  CHECK(status.last_seq == waiting.last_seq + 3);
+  MESSAGE("the timer armed for the wait fires and moves the flow on");
+  fire_timers();
+  status = request<job_status>(registry, get_atom::value, std::string{"j"});
+  CHECK(status.recovery_state != waiting.recovery_state);
+}
+
 TEST_CASE_FIXTURE(registry_fixture, "annotation watchers see the current view "
                                     "and every change") {
   put(test::make_job("j"));
