@@ -157,9 +157,11 @@ component_status status_of(const inspector_state& st, status_verbosity v) {
   result.kind = inspector_state::name;
   result.counters["histories"] = st.histories.size();
   result.counters["position"] = st.position;
+  // The histories are caught up lazily, before the next answer that needs
+  // them: events appended since then are not folded yet.
   if (v == status_verbosity::detailed) {
     auto last = st.log->last_position();
-    result.counters["behind"] = last > st.position ? last - st.position : 0;
+    result.counters["unfolded"] = last > st.position ? last - st.position : 0;
   }
   return result;
 }
@@ -458,8 +460,8 @@ inspector(inspector_actor::stateful_pointer<inspector_state> self,
       auto r = std::make_shared<status_round>();
       r->parts.resize(status_parts);
       r->promise = self->make_response_promise<std::vector<component_status>>();
-      // Counts as one answer until every request is out, so that no answer
-      // can finish the round early.
+      // One for this handler: the round ends once it and every request
+      // sent are counted in (at once when none could be sent).
       r->remaining = 1;
       ask_status(self, r, registry_part, st.registry, job_registry_state::name,
                  q);
