@@ -25,6 +25,7 @@
 #include "actors/inspection.hpp"
 #include "actors/model/recovery.hpp"
 #include "actors/sink.hpp"
+#include "actors/status.hpp"
 #include "actors/model/types.hpp"
 #include "actors/type_ids.hpp"
 #include "storage/records.hpp"
@@ -63,7 +64,8 @@ typename Inspector::result_type inspect(Inspector& f, journal_stats& x) {
 
 /// The EVENT HUB: hands every durable event to the live watchers
 /// (Inspect.WatchEvents) of its job or of every job. A watcher whose buffer
-/// overflows is dropped (its stream ends with RESOURCE_EXHAUSTED).
+/// overflows is dropped (its stream ends with RESOURCE_EXHAUSTED). Answers
+/// the shared status request (STATUS CLIENT).
 using event_hub_actor = caf::typed_actor<
   // Events just made durable, in global order (from the journal).
   caf::reacts_to<publish_atom, std::vector<published_event>>,
@@ -72,10 +74,12 @@ using event_hub_actor = caf::typed_actor<
   // Reports counters.
   caf::replies_to<status_atom>::with<hub_stats>,
   // Ends every watcher (daemon shutdown).
-  caf::replies_to<shutdown_atom>::with<ok_atom>>;
+  caf::replies_to<shutdown_atom>::with<ok_atom>>
+  ::extend_with<status_client_actor>;
 
 /// The JOURNAL: the only writer of the event log. Batches appends from all
 /// jobs into one write (group commit) and replies once they are durable.
+/// Answers the shared status request (STATUS CLIENT).
 using journal_actor = caf::typed_actor<
   // Appends events (and snapshots); replies with the global position of the
   // last event once durable, or with a storage_failure error.
@@ -101,10 +105,12 @@ using journal_actor = caf::typed_actor<
   // Periodic WAL sync under the batch policy (self-sent).
   caf::reacts_to<sync_atom>,
   // The next step of the oldest purge (self-sent).
-  caf::reacts_to<purgestep_atom>>;
+  caf::reacts_to<purgestep_atom>>
+  ::extend_with<status_client_actor>;
 
 /// A JOB: one per job. Owns the job's state (the fold of its events), its
-/// agent stream, its annotation watchers and its timers.
+/// agent stream, its annotation watchers and its timers. Answers the shared
+/// status request (STATUS CLIENT).
 using job_actor = caf::typed_actor<
   // PutJob.
   caf::replies_to<put_atom, job_spec>::with<put_result>,
@@ -157,10 +163,13 @@ using job_actor = caf::typed_actor<
   // Keep-alive timer of a subscription generation (self-sent).
   caf::reacts_to<keepalive_atom, uint64_t>,
   // The agent stream of a generation ended (from the stream's close hook).
-  caf::reacts_to<detach_atom, uint64_t>>;
+  caf::reacts_to<detach_atom, uint64_t>>
+  ::extend_with<status_client_actor>;
 
 /// The JOB REGISTRY: job id -> job actor. Spawns jobs (at start-up from the
 /// log, later on PutJob), enforces the job cap and routes every request.
+/// Its answer to the shared status request (STATUS CLIENT) counts the jobs
+/// by state.
 using job_registry_actor = caf::typed_actor<
   caf::replies_to<put_atom, job_spec>::with<put_result>,
   caf::replies_to<delete_atom, std::string>::with<uint64_t>,
@@ -204,11 +213,20 @@ using job_registry_actor = caf::typed_actor<
   caf::replies_to<purge_atom>::with<purge_stats>,
   // The same, at start-up and then every retention sweep interval
   // (self-sent).
-  caf::reacts_to<sweep_atom>>;
+  caf::reacts_to<sweep_atom>,
+  // The status of one live job.
+  caf::replies_to<status_atom, status_verbosity,
+                  std::string>::with<component_status>,
+  // The status of every live job, ordered by job id; a job that does not
+  // answer in time is listed as unanswered.
+  caf::replies_to<status_atom, status_verbosity,
+                  list_atom>::with<std::vector<component_status>>>
+  ::extend_with<status_client_actor>;
 
 /// The INSPECTOR: read-only views for Inspect, HTTP and /metrics. Reads the
 /// event log (run it detached: reads block) and asks the registry for what
-/// only live jobs know. Never changes a job.
+/// only live jobs know. Never changes a job. Answers the shared status
+/// request (STATUS CLIENT) and collects everyone's.
 using inspector_actor = caf::typed_actor<
   // ListJobs, filtered by namespace ("" = all), ordered by job id.
   caf::replies_to<list_atom, std::string>::with<std::vector<job_view>>,
@@ -222,7 +240,13 @@ using inspector_actor = caf::typed_actor<
   // GetJobAt.
   caf::replies_to<at_atom, std::string, history_point>::with<job_at>,
   // The figures of /metrics.
-  caf::replies_to<metrics_atom>::with<cluster_stats>>;
+  caf::replies_to<metrics_atom>::with<cluster_stats>,
+  // The status of every component (registry, journal, hub, inspector, and
+  // the jobs asked for), each asked with the query's timeout: one that does
+  // not answer in time is listed as unanswered.
+  caf::replies_to<status_atom,
+                  status_query>::with<std::vector<component_status>>>
+  ::extend_with<status_client_actor>;
 
 } // namespace recoverd
 

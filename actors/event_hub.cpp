@@ -16,6 +16,15 @@ void count_watchers(event_hub_state& st) {
     st.watching->store(st.watchers.size());
 }
 
+// Forgets watchers that went away since the last event.
+void forget_closed(event_hub_state& st) {
+  auto& ws = st.watchers;
+  ws.erase(std::remove_if(ws.begin(), ws.end(),
+                          [](const auto& w) { return w.sink->closed(); }),
+           ws.end());
+  count_watchers(st);
+}
+
 } // namespace
 
 event_hub_actor::behavior_type
@@ -63,12 +72,19 @@ event_hub(event_hub_actor::stateful_pointer<event_hub_state> self,
     },
     [=](status_atom) {
       auto& st = self->state;
-      auto& ws = st.watchers;
-      ws.erase(std::remove_if(ws.begin(), ws.end(),
-                              [](const auto& w) { return w.sink->closed(); }),
-               ws.end());
-      count_watchers(st);
+      forget_closed(st);
       return st.stats;
+    },
+    [=](status_atom, status_verbosity) {
+      auto& st = self->state;
+      forget_closed(st);
+      component_status result;
+      result.name = event_hub_state::name;
+      result.kind = event_hub_state::name;
+      result.counters["watchers"] = st.stats.watchers;
+      result.counters["published"] = st.stats.published;
+      result.counters["dropped"] = st.stats.dropped;
+      return result;
     },
     [=](shutdown_atom) {
       auto& st = self->state;

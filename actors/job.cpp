@@ -268,6 +268,9 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
         return unknown(st.model);
       return to_summary(st.model, st.subscriber != nullptr);
     },
+    [=](status_atom, status_verbosity v) {
+      return job_status_of(self->state, v);
+    },
     [=](get_atom, inspect_atom) -> caf::result<job_inspection> {
       if (!self->state.model.exists)
         return unknown(self->state.model);

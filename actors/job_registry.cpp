@@ -20,6 +20,11 @@ using self_ptr = job_registry_actor::stateful_pointer<job_registry_state>;
 // How long the registry waits for a job during a fan-out.
 constexpr auto fan_out_timeout = std::chrono::seconds(30);
 
+// How long the registry waits for a job's status: shorter than the
+// inspector's wait for the registry, so that a stuck job is reported as such
+// instead of hiding the registry's answer.
+constexpr auto job_status_timeout = std::chrono::seconds(2);
+
 caf::error unknown_job(const std::string& id) {
   return make_error(errc::unknown_job, "job " + id + " is not known");
 }
@@ -72,6 +77,78 @@ void fan_out(self_ptr self, Each each, Done done, Ts... xs) {
           if (--*remaining == 0)
             done();
         });
+}
+
+// Asks every job for its status (as `fan_out`, within `job_status_timeout`)
+// and calls `done` with every answer and, for the jobs that did not answer,
+// an unanswered status in its place.
+template <class Done>
+void job_statuses(self_ptr self, status_verbosity v, Done done) {
+  auto acc = std::make_shared<std::vector<component_status>>();
+  auto remaining = std::make_shared<size_t>(self->state.jobs.size());
+  if (*remaining == 0) {
+    done(*acc);
+    return;
+  }
+  acc->reserve(*remaining);
+  for (const auto& kv : self->state.jobs) {
+    auto id = kv.first;
+    self->request(kv.second, job_status_timeout, status_atom::value, v)
+      .then(
+        [=](component_status& x) mutable {
+          acc->push_back(std::move(x));
+          if (--*remaining == 0)
+            done(*acc);
+        },
+        [=](caf::error& err) mutable {
+          acc->push_back(unanswered("job/" + id, job_state::name, err,
+                                    job_status_timeout));
+          if (--*remaining == 0)
+            done(*acc);
+        });
+  }
+}
+
+// The registry's own status, with the jobs counted by recovery state.
+component_status registry_status(self_ptr self, status_verbosity v,
+                                 const std::vector<component_status>& jobs) {
+  const auto& st = self->state;
+  component_status result;
+  result.name = job_registry_state::name;
+  result.kind = job_registry_state::name;
+  result.counters["jobs"] = st.jobs.size();
+  result.counters["registered"] = st.registered.size();
+  result.counters["deleted"] = st.deleted.size();
+  result.counters["maxJobs"] = st.cfg.max_jobs;
+  uint64_t subscribed = 0;
+  uint64_t silent = 0;
+  for (const auto& x : jobs) {
+    if (!x.answered) {
+      ++silent;
+      continue;
+    }
+    auto i = x.facts.find("recoveryState");
+    if (i != x.facts.end())
+      ++result.counters["state." + i->second];
+    auto j = x.counters.find("subscribed");
+    if (j != x.counters.end())
+      subscribed += j->second;
+  }
+  result.counters["subscribed"] = subscribed;
+  result.counters["unanswered"] = silent;
+  if (v == status_verbosity::detailed) {
+    result.counters["pendingRegistrations"] = st.pending_registrations;
+    result.counters["purging"] = st.purging.size();
+    result.counters["sweeping"] = st.sweeping ? 1 : 0;
+  }
+  if (silent > 0)
+    result.problem = std::to_string(silent) + " of "
+                     + std::to_string(jobs.size())
+                     + " jobs did not answer in time";
+  else if (st.jobs.size() >= st.cfg.max_jobs)
+    result.problem = "job cap of " + std::to_string(st.cfg.max_jobs)
+                     + " reached: new jobs are refused";
+  return result;
 }
 
 // Removes the history of the jobs deleted longer ago than the retention,
@@ -465,6 +542,32 @@ job_registry(job_registry_actor::stateful_pointer<job_registry_state> self,
       sweep(self, [](auto&&) {});
       self->delayed_send(self, self->state.cfg.retention_sweep,
                          sweep_atom::value);
+    },
+    [=](status_atom, status_verbosity v) -> caf::result<component_status> {
+      // Each job is asked for the least it has: only its state is counted.
+      auto rp = self->make_response_promise<component_status>();
+      job_statuses(self, status_verbosity::info,
+                   [=](const std::vector<component_status>& jobs) mutable {
+                     rp.deliver(registry_status(self, v, jobs));
+                   });
+      return rp;
+    },
+    [=](status_atom, status_verbosity v,
+        std::string& id) -> caf::result<component_status> {
+      if (auto* hdl = find(self, id))
+        return self->delegate(*hdl, status_atom::value, v);
+      return unknown_job(id);
+    },
+    [=](status_atom, status_verbosity v,
+        list_atom) -> caf::result<std::vector<component_status>> {
+      auto rp = self->make_response_promise<std::vector<component_status>>();
+      job_statuses(self, v, [=](std::vector<component_status>& xs) mutable {
+        std::sort(xs.begin(), xs.end(), [](const auto& x, const auto& y) {
+          return x.name < y.name;
+        });
+        rp.deliver(std::move(xs));
+      });
+      return rp;
     },
     [=](shutdown_atom) -> caf::result<ok_atom> {
       auto rp = self->make_response_promise<ok_atom>();

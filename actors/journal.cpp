@@ -173,6 +173,31 @@ caf::result<purge_stats> enqueue_purge(self_ptr self,
   return rp;
 }
 
+// The journal's answer to the shared status request.
+component_status status_of(const journal_state& st, status_verbosity v) {
+  component_status result;
+  result.name = journal_state::name;
+  result.kind = journal_state::name;
+  const auto& x = st.stats;
+  if (!x.failure.empty())
+    result.problem = "appends are refused: " + x.failure;
+  result.counters["batches"] = x.batches;
+  result.counters["records"] = x.records;
+  result.counters["lastPosition"] = x.last_position;
+  result.counters["pendingAppends"] = st.pending.size();
+  result.counters["pendingPurges"] = st.purges.size();
+  result.facts["sync"] = st.cfg.sync == sync_policy::always ? "always"
+                                                            : "batch";
+  if (v == status_verbosity::detailed) {
+    result.counters["maxBatch"] = x.max_batch;
+    result.counters["writeMicros"] = x.write_micros;
+    result.counters["purgedEvents"] = x.purged_events;
+    result.counters["purgedLiveEvents"] = x.purged_live_events;
+    result.counters["keptIncidents"] = x.kept_incidents;
+  }
+  return result;
+}
+
 } // namespace
 
 journal_actor::behavior_type
@@ -241,6 +266,7 @@ journal(journal_actor::stateful_pointer<journal_state> self,
     },
     [=](purgestep_atom) { purge_step(self); },
     [=](status_atom) { return self->state.stats; },
+    [=](status_atom, status_verbosity v) { return status_of(self->state, v); },
     [=](watch_atom, event_hub_actor& hub, watcher_gauge& watching) {
       self->state.hub = std::move(hub);
       self->state.watching = std::move(watching);

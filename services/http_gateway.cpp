@@ -206,7 +206,8 @@ bool parse_time(const std::string& text, int64_t& out) {
 
 // The route template of a path, for the request counter.
 std::string route_of(const std::string& path) {
-  if (path == "/metrics" || path == "/api/v1/jobs" || path == "/api/v1/watch")
+  if (path == "/metrics" || path == "/api/v1/jobs" || path == "/api/v1/watch"
+      || path == "/api/v1/status")
     return path;
   const std::string prefix = "/api/v1/jobs/";
   if (path.rfind(prefix, 0) == 0) {
@@ -417,6 +418,17 @@ struct http_gateway::impl {
               }
               answer<pi::JobAt>(req, res, [&](auto* resp, auto done) {
                 api.get_job_at(r, resp, std::move(done));
+              });
+            });
+    svr.Get("/api/v1/status",
+            [this](const httplib::Request& req, httplib::Response& res) {
+              pi::GetStatusRequest r;
+              r.set_jobid(req.get_param_value("job"));
+              auto x = req.get_param_value("detailed");
+              r.set_detailed(req.has_param("detailed") && x != "0"
+                             && x != "false");
+              answer<pi::StatusResponse>(req, res, [&](auto* resp, auto done) {
+                api.get_status(r, resp, std::move(done));
               });
             });
     svr.Get("/api/v1/watch",

@@ -12,6 +12,9 @@
 ///   GET /api/v1/jobs/{id}/incidents                 ListIncidents
 ///   GET /api/v1/jobs/{id}/at?seq=SEQ | ?time=T      GetJobAt (T: Unix ms or
 ///                                                   RFC 3339)
+///   GET /api/v1/status[?job=ID][&detailed=1]        GetStatus: every
+///                                                   component; detailed:
+///                                                   every job too
 ///   GET /api/v1/watch[?job=ID]                      WatchEvents as
 ///                                                   server-sent events
 ///                                                   (at most 12 at once)

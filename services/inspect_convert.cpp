@@ -116,6 +116,27 @@ void to_proto(const job_at& x, pi::JobAt& out) {
     to_proto(*x.active, *out.mutable_activeflow());
 }
 
+void to_proto(const component_status& x, pi::ComponentStatus& out) {
+  out.set_name(x.name);
+  out.set_kind(x.kind);
+  out.set_answered(x.answered);
+  out.set_problem(x.problem);
+  for (const auto& [k, v] : x.counters)
+    (*out.mutable_counters())[k] = v;
+  for (const auto& [k, v] : x.facts)
+    (*out.mutable_facts())[k] = v;
+}
+
+void to_proto(const std::vector<component_status>& xs,
+              pi::StatusResponse& out) {
+  bool healthy = true;
+  for (const auto& x : xs) {
+    healthy = healthy && x.healthy();
+    to_proto(x, *out.add_components());
+  }
+  out.set_healthy(healthy);
+}
+
 std::string to_json(const google::protobuf::Message& msg, bool pretty) {
   google::protobuf::util::JsonPrintOptions opts;
   opts.add_whitespace = pretty;

@@ -8,6 +8,7 @@
 
 #include "actors/model/incidents.hpp"
 #include "actors/inspection.hpp"
+#include "actors/status.hpp"
 #include "inspect.pb.h"
 
 namespace recoverd::convert {
@@ -36,6 +37,14 @@ void to_proto(const published_event& x,
 
 /// job_at -> JobAt.
 void to_proto(const job_at& x, recoverd::inspection::v1::JobAt& out);
+
+/// component_status -> ComponentStatus.
+void to_proto(const component_status& x,
+              recoverd::inspection::v1::ComponentStatus& out);
+
+/// Every component's status -> StatusResponse (healthy when each is).
+void to_proto(const std::vector<component_status>& xs,
+              recoverd::inspection::v1::StatusResponse& out);
 
 /// Renders a message as proto3 JSON (lowerCamel names, default values
 /// printed); `pretty` adds indentation.

@@ -116,6 +116,25 @@ void inspect_api::get_job_at(const pi::GetJobAtRequest& req, pi::JobAt* resp,
     std::move(done), at_atom::value, req.jobid(), at);
 }
 
+void inspect_api::get_status(const pi::GetStatusRequest& req,
+                             pi::StatusResponse* resp, done_fn done) const {
+  if (!req.jobid().empty())
+    if (auto st = check_job_id(req.jobid()); !st.ok())
+      return done(st);
+  status_query q;
+  q.job_id = req.jobid();
+  q.every_job = req.detailed();
+  q.verbosity = req.detailed() ? status_verbosity::detailed
+                               : status_verbosity::info;
+  ask_then<std::vector<component_status>>(
+    sys_, inspector_,
+    [resp](const std::vector<component_status>& xs) {
+      convert::to_proto(xs, *resp);
+      return grpc::Status::OK;
+    },
+    std::move(done), status_atom::value, std::move(q));
+}
+
 void inspect_api::watch_events(const pi::WatchEventsRequest& req,
                                event_sink_ptr sink, done_fn done) const {
   if (!req.jobid().empty()) {
@@ -208,6 +227,15 @@ inspect_service::GetJobAt(grpc::CallbackServerContext* ctx,
                           const pi::GetJobAtRequest* req, pi::JobAt* resp) {
   auto* reactor = ctx->DefaultReactor();
   api_.get_job_at(*req, resp, finish(reactor));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor*
+inspect_service::GetStatus(grpc::CallbackServerContext* ctx,
+                           const pi::GetStatusRequest* req,
+                           pi::StatusResponse* resp) {
+  auto* reactor = ctx->DefaultReactor();
+  api_.get_status(*req, resp, finish(reactor));
   return reactor;
 }
 

@@ -45,6 +45,11 @@ public:
   void get_job_at(const recoverd::inspection::v1::GetJobAtRequest& req,
                   recoverd::inspection::v1::JobAt* resp, done_fn done) const;
 
+  /// GetStatus: every component's status, each asked with a timeout.
+  void get_status(const recoverd::inspection::v1::GetStatusRequest& req,
+                  recoverd::inspection::v1::StatusResponse* resp,
+                  done_fn done) const;
+
   /// WatchEvents: adds `sink` as a watcher; `done` says whether it was
   /// accepted (on refusal the sink is also ended with that status).
   void watch_events(const recoverd::inspection::v1::WatchEventsRequest& req,
@@ -94,6 +99,11 @@ public:
   GetJobAt(grpc::CallbackServerContext* ctx,
            const recoverd::inspection::v1::GetJobAtRequest* req,
            recoverd::inspection::v1::JobAt* resp) override;
+
+  grpc::ServerUnaryReactor*
+  GetStatus(grpc::CallbackServerContext* ctx,
+            const recoverd::inspection::v1::GetStatusRequest* req,
+            recoverd::inspection::v1::StatusResponse* resp) override;
 
 private:
   const inspect_api& api_;

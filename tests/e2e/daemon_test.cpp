@@ -823,7 +823,7 @@ TEST_CASE("e2e: recoverctl is consistent: every command has --help, "
   for (const char* cmd :
        {"", "job", "job put", "job get", "job delete", "jobs", "annotate",
         "switch-nic", "stress-test", "nodes", "nodes clear", "timeline",
-        "events", "incidents"}) {
+        "events", "incidents", "status"}) {
     CAPTURE(cmd);
     auto [rc, out] = run_command(ctl_bin + " " + cmd + " --help");
     CHECK(rc == 0);
@@ -855,4 +855,41 @@ TEST_CASE("e2e: recoverctl is consistent: every command has --help, "
   CHECK(nrc == 0);
   CHECK(nodes.find("{") != std::string::npos);
   CHECK(ctl(d.address, "jobs --output yaml").first == 2);
+}
+
+TEST_CASE("e2e: recoverctl status lists every component of the daemon, one "
+          "job or every job on request") {
+  temp_dir dir;
+  {
+    std::ofstream f{dir / "job.json"};
+    f << job_file;
+  }
+  running_daemon d{dir};
+  CHECK(ctl(d.address, "job put " + (dir / "job.json")).first == 0);
+  auto [rc, table] = ctl(d.address, "status");
+  CHECK(rc == 0);
+  for (const char* part :
+       {"COMPONENT", "job_registry", "journal", "event_hub", "inspector"}) {
+    CAPTURE(part);
+    CHECK(table.find(part) != std::string::npos);
+  }
+  CHECK(table.find("jobs=1") != std::string::npos);
+  CHECK(table.find("state.INIT=1") != std::string::npos);
+  CHECK(table.find("is healthy") != std::string::npos);
+  CHECK(table.find("job/e2e-job") == std::string::npos);
+  auto [jrc, one] = ctl(d.address, "status --job e2e-job -o json");
+  CHECK(jrc == 0);
+  CHECK(one.find("\"name\": \"job/e2e-job\"") != std::string::npos);
+  CHECK(one.find("\"recoveryState\": \"INIT\"") != std::string::npos);
+  CHECK(one.find("\"healthy\": true") != std::string::npos);
+  auto [drc, all] = ctl(d.address, "status --detailed");
+  CHECK(drc == 0);
+  CHECK(all.find("job/e2e-job") != std::string::npos);
+  CHECK(all.find("maxBatch=") != std::string::npos);
+  auto [mrc, missing] = ctl(d.address, "status --job missing");
+  CHECK(mrc == 1);
+  CHECK(missing.find("job missing is not known") != std::string::npos);
+  auto [urc, unreachable] = run_command(
+    ctl_bin + " --server 127.0.0.1:1 --timeout 2 status");
+  CHECK(urc == 3);
 }

@@ -643,3 +643,82 @@ TEST_CASE("reflection: the server lists its services (what grpcurl asks)") {
                               "grpc.health.v1.Health"})
     CHECK_MESSAGE(bytes.find(service) != std::string::npos, service);
 }
+
+TEST_CASE("status: GET /api/v1/status and Inspect.GetStatus list every "
+          "component of the running daemon") {
+  inspect_fixture fx;
+  fx.put("job-b");
+  fx.put("job-a");
+  const std::vector<std::string> daemon_parts{"job_registry", "journal",
+                                              "event_hub", "inspector"};
+  auto names = [](const json& body) {
+    std::vector<std::string> result;
+    for (const auto& x : body["components"])
+      result.push_back(x["name"].get<std::string>());
+    return result;
+  };
+  MESSAGE("HTTP: the daemon's components, healthy, jobs counted by state");
+  auto res = fx.get_http("/api/v1/status");
+  REQUIRE(res->status == 200);
+  CHECK(res->get_header_value("Content-Type") == "application/json");
+  auto body = json::parse(res->body);
+  CHECK(names(body) == daemon_parts);
+  CHECK(body["healthy"] == true);
+  for (const auto& x : body["components"]) {
+    CAPTURE(x.dump());
+    CHECK(x["answered"] == true);
+    CHECK(x["problem"] == "");
+    CHECK(x["kind"] == x["name"]);
+  }
+  // proto3 JSON renders uint64 as a string.
+  CHECK(body["components"][0]["counters"]["jobs"] == "2");
+  CHECK(body["components"][0]["counters"]["state.INIT"] == "2");
+  CHECK(std::stoull(body["components"][1]["counters"]["records"]
+                      .get<std::string>())
+        >= 2);
+  MESSAGE("HTTP: one job on request, every job with detailed=1");
+  res = fx.get_http("/api/v1/status?job=job-a");
+  REQUIRE(res->status == 200);
+  body = json::parse(res->body);
+  REQUIRE(body["components"].size() == 5);
+  CHECK(body["components"][4]["name"] == "job/job-a");
+  CHECK(body["components"][4]["kind"] == "job");
+  CHECK(body["components"][4]["facts"]["recoveryState"] == "INIT");
+  res = fx.get_http("/api/v1/status?detailed=1");
+  REQUIRE(res->status == 200);
+  body = json::parse(res->body);
+  auto all = daemon_parts;
+  all.push_back("job/job-a");
+  all.push_back("job/job-b");
+  CHECK(names(body) == all);
+  CHECK(body["components"][1]["counters"].contains("maxBatch"));
+  res = fx.get_http("/api/v1/status?job=missing");
+  std::string status;
+  CHECK(http_error(res, &status) == 404);
+  CHECK(status == "NOT_FOUND");
+  res = fx.get_http("/api/v1/status?job=%01");
+  CHECK(http_error(res) == 400);
+  MESSAGE("gRPC: the same");
+  pi::GetStatusRequest req;
+  pi::StatusResponse resp;
+  auto c = fx.ctx();
+  auto st = fx.inspect->GetStatus(c.get(), req, &resp);
+  REQUIRE_MESSAGE(st.ok(), st.error_message());
+  CHECK(resp.healthy());
+  REQUIRE(resp.components_size() == 4);
+  for (int i = 0; i < 4; ++i)
+    CHECK(resp.components(i).name() == daemon_parts[i]);
+  CHECK(resp.components(0).counters().at("jobs") == 2);
+  req.set_jobid("job-b");
+  resp.Clear();
+  c = fx.ctx();
+  st = fx.inspect->GetStatus(c.get(), req, &resp);
+  REQUIRE_MESSAGE(st.ok(), st.error_message());
+  REQUIRE(resp.components_size() == 5);
+  CHECK(resp.components(4).name() == "job/job-b");
+  req.set_jobid("missing");
+  c = fx.ctx();
+  st = fx.inspect->GetStatus(c.get(), req, &resp);
+  CHECK(st.error_code() == grpc::StatusCode::NOT_FOUND);
+  CHECK(fx.has_metric("recoverd_http_requests_total{route=\"/api/v1/status\""));
+}

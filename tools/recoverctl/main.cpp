@@ -5,7 +5,8 @@
 // a copy of the log and while a daemon runs on it.
 //
 // Exit codes: 0 success; 1 the daemon refused the request (the message says
-// why; offline: the job has no events); 2 bad usage or bad input (nothing was
+// why; offline: the job has no events; `status`: a component reports a
+// problem or did not answer); 2 bad usage or bad input (nothing was
 // sent); 3 the daemon (offline: the data directory) could not be reached.
 
 #include <chrono>
@@ -755,6 +756,52 @@ int events_cmd(const history_source& src, const std::string& job,
   return 0;
 }
 
+// "name=value" of every counter and fact, ordered by name.
+std::string status_details(const pi::ComponentStatus& x) {
+  std::map<std::string, std::string> all;
+  for (const auto& [k, v] : x.counters())
+    all[k] = std::to_string(v);
+  for (const auto& [k, v] : x.facts())
+    all[k] = v;
+  std::string out;
+  for (const auto& [k, v] : all) {
+    if (!out.empty())
+      out += " ";
+    out += k + "=" + v;
+  }
+  return out;
+}
+
+int status_cmd(const options& opts, const std::string& job, bool detailed) {
+  auto stub = inspect_stub(opts);
+  pi::GetStatusRequest req;
+  req.set_jobid(job);
+  req.set_detailed(detailed);
+  pi::StatusResponse resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(deadline_of(opts));
+  if (auto st = stub->GetStatus(&ctx, req, &resp); !st.ok())
+    return rpc_failed(st, opts.server);
+  auto rc = resp.healthy() ? 0 : exit_refused;
+  if (opts.json()) {
+    std::cout << to_json(resp);
+    return rc;
+  }
+  std::printf("%-24s %-10s %s\n", "COMPONENT", "STATUS", "DETAILS");
+  for (const auto& x : resp.components()) {
+    const char* state = !x.answered()          ? "NO ANSWER"
+                        : !x.problem().empty() ? "PROBLEM"
+                                               : "ok";
+    std::printf("%-24s %-10s %s\n", x.name().c_str(), state,
+                status_details(x).c_str());
+    if (!x.problem().empty())
+      std::printf("%-24s %-10s %s\n", "", "", x.problem().c_str());
+  }
+  std::printf("recoverd at %s is %s\n", opts.server.c_str(),
+              resp.healthy() ? "healthy" : "NOT healthy");
+  return rc;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -859,6 +906,16 @@ int main(int argc, char** argv) {
   inc->add_option("--data-dir", data_dir,
                   "read this data directory (read-only) instead");
 
+  bool detailed = false;
+  auto* status = cli.add_subcommand(
+    "status", "the status of every component of the daemon (registry with "
+              "the jobs counted by state, journal, event hub, inspector); "
+              "exit 1 when one reports a problem or did not answer");
+  status->add_option("--job", id, "also this job's status");
+  status->add_flag("--detailed", detailed,
+                   "every figure, and every job's status (large with many "
+                   "jobs)");
+
   std::function<void(CLI::App*)> add_everywhere = [&](CLI::App* app) {
     for (auto* sub : app->get_subcommands({})) {
       add_common(sub);
@@ -897,6 +954,8 @@ int main(int argc, char** argv) {
     return node_clear(c, node, node_job);
   if (node_cmd->parsed())
     return nodes(c, json);
+  if (status->parsed())
+    return status_cmd(opts, id, detailed);
   history_source src{opts, data_dir};
   if (tl->parsed())
     return timeline(src, id);

@@ -1,0 +1,263 @@
+// The shared status request (style §15): every long-lived actor answers it,
+// the inspector fans it out to all of them, and a component that does not
+// answer in time is listed as such instead of failing the request.
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <memory>
+
+#include "actors/event_hub.hpp"
+#include "actors/inspector.hpp"
+#include "actors/job_registry.hpp"
+#include "actors/journal.hpp"
+#include "fixtures/actor_fixture.hpp"
+#include "fixtures/jobs.hpp"
+#include "fixtures/temp_dir.hpp"
+#include "storage/event_log.hpp"
+
+using namespace recoverd;
+
+namespace {
+
+using promises
+  = std::vector<caf::typed_response_promise<component_status>>;
+
+/// An event hub that takes status requests and never answers them (their
+/// promises wait in `pending`), like a component stuck in a long operation.
+event_hub_actor::behavior_type
+silent_hub(event_hub_actor::pointer self, std::shared_ptr<promises> pending) {
+  return {
+    [](publish_atom, std::vector<published_event>&) {
+      // nop
+    },
+    [](watch_atom, std::string&, event_sink_ptr&) { return ok_atom::value; },
+    [](status_atom) { return hub_stats{}; },
+    [](shutdown_atom) { return ok_atom::value; },
+    [=](status_atom, status_verbosity) -> caf::result<component_status> {
+      auto rp = self->make_response_promise<component_status>();
+      pending->push_back(rp);
+      return rp;
+    },
+  };
+}
+
+/// The daemon's long-lived actors over a real event log, on the test thread.
+struct status_fixture : test::actor_fixture {
+  test::temp_dir dir;
+  std::unique_ptr<storage::event_log> log;
+  journal_actor journal_hdl;
+  job_registry_actor registry;
+  event_hub_actor hub;
+  inspector_actor inspector_hdl;
+  std::shared_ptr<promises> pending = std::make_shared<promises>();
+
+  /// @param answering_hub false: the hub never answers status requests.
+  explicit status_fixture(bool answering_hub = true) {
+    storage::event_log_options opts;
+    opts.path = dir / "db";
+    auto x = storage::event_log::open(opts);
+    REQUIRE(x);
+    log = std::move(*x);
+    journal_hdl = sys().spawn(recoverd::journal, log.get(), journal_config{});
+    registry_config cfg;
+    cfg.max_jobs = 100;
+    cfg.job.clock = [] { return int64_t{1'700'000'000'000}; };
+    registry = sys().spawn(job_registry, cfg, journal_hdl,
+                           std::vector<initial_job>{},
+                           std::vector<deleted_job>{},
+                           static_cast<const storage::event_log*>(log.get()));
+    if (answering_hub)
+      hub = sys().spawn(event_hub, watcher_gauge{});
+    else
+      hub = sys().spawn(silent_hub, pending);
+    inspector_hdl = sys().spawn(
+      recoverd::inspector, static_cast<const storage::event_log*>(log.get()),
+      registry, journal_hdl, hub);
+    run();
+  }
+
+  ~status_fixture() override {
+    self->send_exit(inspector_hdl, caf::exit_reason::user_shutdown);
+    self->send_exit(hub, caf::exit_reason::user_shutdown);
+    self->send_exit(registry, caf::exit_reason::user_shutdown);
+    self->send_exit(journal_hdl, caf::exit_reason::user_shutdown);
+    run();
+  }
+
+  /// Creates job `id` and, if asked, registers it.
+  void put(const std::string& id, bool registered = false) {
+    request<put_result>(registry, put_atom::value, test::make_job(id));
+    if (registered) {
+      REQUIRE(request<biz_status>(registry, init_atom::value,
+                                  client_info{id, "taskd", "test"})
+                .code
+              == 0);
+      auto res = request<biz_status>(registry, register_atom::value,
+                                     client_info{id, "taskd", "test"});
+      REQUIRE(res.code == 0);
+    }
+  }
+
+  /// The status of one actor through the shared protocol only.
+  component_status status(const status_client_actor& hdl,
+                          status_verbosity v = status_verbosity::info) {
+    return request<component_status>(hdl, status_atom::value, v);
+  }
+
+  std::vector<component_status> fan_out(status_query q) {
+    return request<std::vector<component_status>>(inspector_hdl,
+                                                  status_atom::value, q);
+  }
+};
+
+std::vector<std::string> names(const std::vector<component_status>& xs) {
+  std::vector<std::string> result;
+  for (const auto& x : xs)
+    result.push_back(x.name);
+  return result;
+}
+
+} // namespace
+
+TEST_CASE_FIXTURE(status_fixture,
+                  "status: every long-lived actor answers the shared request") {
+  put("a", true);
+  put("b");
+  MESSAGE("the registry counts its jobs by state");
+  auto reg = status(registry);
+  CHECK(reg.name == "job_registry");
+  CHECK(reg.kind == "job_registry");
+  CHECK(reg.healthy());
+  CHECK(reg.counters["jobs"] == 2);
+  CHECK(reg.counters["registered"] == 1);
+  CHECK(reg.counters["state.INIT"] == 2);
+  CHECK(reg.counters["unanswered"] == 0);
+  CHECK(reg.counters.count("pendingRegistrations") == 0);
+  CHECK(status(registry, status_verbosity::detailed)
+          .counters.count("pendingRegistrations")
+        == 1);
+  MESSAGE("the journal reports what it wrote");
+  auto jr = status(journal_hdl);
+  CHECK(jr.name == "journal");
+  CHECK(jr.healthy());
+  CHECK(jr.counters["records"] >= 3);
+  CHECK(jr.counters["lastPosition"] == log->last_position());
+  CHECK(jr.facts["sync"] == "always");
+  MESSAGE("the hub and the inspector");
+  auto hs = status(hub);
+  CHECK(hs.name == "event_hub");
+  CHECK(hs.counters["watchers"] == 0);
+  CHECK(hs.counters["published"] == 0); // the journal was given no hub
+  auto is = status(inspector_hdl, status_verbosity::detailed);
+  CHECK(is.name == "inspector");
+  CHECK(is.counters["unfolded"] == log->last_position());
+  MESSAGE("a job, through the registry and in the registry's list");
+  auto ja = request<component_status>(registry, status_atom::value,
+                                      status_verbosity::info,
+                                      std::string{"a"});
+  CHECK(ja.name == "job/a");
+  CHECK(ja.kind == "job");
+  CHECK(ja.facts["recoveryState"] == "INIT");
+  CHECK(ja.counters["registered"] == 1);
+  CHECK(ja.counters["seq"] >= 2);
+  auto err = request_error<component_status>(registry, status_atom::value,
+                                             status_verbosity::info,
+                                             std::string{"nope"});
+  CHECK(errc_of(err) == errc::unknown_job);
+  auto all = request<std::vector<component_status>>(
+    registry, status_atom::value, status_verbosity::detailed,
+    list_atom::value);
+  CHECK(names(all) == std::vector<std::string>{"job/a", "job/b"});
+  CHECK(all[1].counters["registered"] == 0);
+  CHECK(all[1].counters["pods"] == 2);
+}
+
+TEST_CASE_FIXTURE(status_fixture,
+                  "status: the journal reports a storage failure as a "
+                  "problem") {
+  put("a");
+  CHECK(status(journal_hdl).healthy());
+  log->inject_write_failure("Input/output error");
+  auto err = request_error<put_result>(registry, put_atom::value,
+                                       test::make_job("b"));
+  CHECK(errc_of(err) == errc::storage_failure);
+  auto jr = status(journal_hdl);
+  CHECK(jr.answered);
+  CHECK(!jr.healthy());
+  CHECK(jr.problem.find("appends are refused") != std::string::npos);
+  CHECK(jr.problem.find("Input/output error") != std::string::npos);
+}
+
+TEST_CASE_FIXTURE(status_fixture,
+                  "status: the inspector's fan-out lists every component, "
+                  "and jobs only on request") {
+  put("b", true);
+  put("a");
+  status_query q;
+  auto xs = fan_out(q);
+  CHECK(names(xs)
+        == std::vector<std::string>{"job_registry", "journal", "event_hub",
+                                    "inspector"});
+  for (const auto& x : xs) {
+    CAPTURE(x.name);
+    CHECK(x.healthy());
+  }
+  CHECK(xs[0].counters["jobs"] == 2);
+  MESSAGE("one job");
+  q.job_id = "b";
+  xs = fan_out(q);
+  REQUIRE(xs.size() == 5);
+  CHECK(xs[4].name == "job/b");
+  CHECK(xs[4].counters["registered"] == 1);
+  MESSAGE("every job, ordered by id");
+  q.job_id.clear();
+  q.every_job = true;
+  q.verbosity = status_verbosity::detailed;
+  xs = fan_out(q);
+  CHECK(names(xs)
+        == std::vector<std::string>{"job_registry", "journal", "event_hub",
+                                    "inspector", "job/a", "job/b"});
+  CHECK(xs[1].counters.count("maxBatch") == 1);
+  MESSAGE("a job that is not live, or a bad id, is an error");
+  q = status_query{};
+  q.job_id = "missing";
+  auto err = request_error<std::vector<component_status>>(
+    inspector_hdl, status_atom::value, q);
+  CHECK(errc_of(err) == errc::unknown_job);
+  q.every_job = true;
+  err = request_error<std::vector<component_status>>(inspector_hdl,
+                                                     status_atom::value, q);
+  CHECK(errc_of(err) == errc::unknown_job);
+  q.job_id = std::string(1, '\x01');
+  err = request_error<std::vector<component_status>>(inspector_hdl,
+                                                     status_atom::value, q);
+  CHECK(errc_of(err) == errc::invalid_argument);
+}
+
+TEST_CASE("status: a component that does not answer in time is listed as "
+          "unanswered; the others still are") {
+  status_fixture fx{false};
+  fx.put("a");
+  status_query q;
+  q.timeout = std::chrono::milliseconds(1500);
+  auto res = fx.self->request(fx.inspector_hdl, caf::infinite,
+                              status_atom::value, q);
+  fx.run();
+  MESSAGE("the hub holds the request; the fan-out waits for it");
+  CHECK(fx.pending->size() == 1);
+  fx.fire_timers();
+  std::vector<component_status> xs;
+  res.receive([&](std::vector<component_status>& x) { xs = std::move(x); },
+              [](caf::error& err) { FAIL(message_of(err)); });
+  REQUIRE(names(xs)
+          == std::vector<std::string>{"job_registry", "journal", "event_hub",
+                                      "inspector"});
+  CHECK(xs[0].healthy());
+  CHECK(xs[0].counters["jobs"] == 1);
+  CHECK(xs[1].healthy());
+  CHECK(!xs[2].answered);
+  CHECK(xs[2].kind == "event_hub");
+  CHECK(xs[2].problem == "did not answer within 1500 ms");
+  CHECK(xs[3].healthy());
+}
