@@ -376,12 +376,25 @@ struct scan {
 struct bare_db {
   std::unique_ptr<rocksdb::DB> db;
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  size_t events_at = 0;
+  size_t snapshots_at = 0;
 
   explicit bare_db(const std::string& path) {
     rocksdb::DBOptions db_opts;
+    // Every column family the daemon made (RocksDB refuses to open a
+    // database without all of them), whatever their number.
+    std::vector<std::string> names;
+    auto listed = rocksdb::DB::ListColumnFamilies(db_opts, path, &names);
+    if (!listed.ok())
+      die(listed.ToString());
     std::vector<rocksdb::ColumnFamilyDescriptor> descs;
-    for (auto* name : {"default", "events", "global", "snapshots", "meta"})
+    for (const auto& name : names) {
       descs.emplace_back(name, rocksdb::ColumnFamilyOptions{});
+      if (name == "events")
+        events_at = descs.size() - 1;
+      else if (name == "snapshots")
+        snapshots_at = descs.size() - 1;
+    }
     rocksdb::DB* raw = nullptr;
     auto st = rocksdb::DB::Open(db_opts, path, descs, &handles, &raw);
     if (!st.ok())
@@ -396,11 +409,11 @@ struct bare_db {
   }
 
   rocksdb::ColumnFamilyHandle* events() const {
-    return handles[1];
+    return handles[events_at];
   }
 
   rocksdb::ColumnFamilyHandle* snapshots() const {
-    return handles[3];
+    return handles[snapshots_at];
   }
 };
 
