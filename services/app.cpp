@@ -150,7 +150,19 @@ caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
   std::vector<
     std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
     interceptors;
-  interceptors.push_back(make_metrics_interceptor(*self->metrics_));
+  // The methods /metrics names; every other method is "other". The default
+  // health service is not built from a generated descriptor: it is named
+  // here.
+  auto known = grpc_methods(
+    {::Recover::service_full_name(),
+     recoverd::platform::v1::Platform::service_full_name(),
+     recoverd::inspection::v1::Inspect::service_full_name(),
+     "grpc.reflection.v1alpha.ServerReflection",
+     "grpc.reflection.v1.ServerReflection"});
+  known.insert("/grpc.health.v1.Health/Check");
+  known.insert("/grpc.health.v1.Health/Watch");
+  interceptors.push_back(make_metrics_interceptor(*self->metrics_,
+                                                  std::move(known)));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   self->server_ = builder.BuildAndStart();
   if (!self->server_ || self->port_ == 0) {

@@ -3,6 +3,8 @@
 #include <chrono>
 #include <cstdio>
 
+#include <google/protobuf/descriptor.h>
+
 namespace recoverd {
 
 namespace {
@@ -137,7 +139,8 @@ private:
 class metrics_interceptor_factory final
   : public grpc::experimental::ServerInterceptorFactoryInterface {
 public:
-  explicit metrics_interceptor_factory(request_metrics& m) : metrics_(m) {
+  metrics_interceptor_factory(request_metrics& m, std::set<std::string> known)
+    : metrics_(m), known_(std::move(known)) {
     // nop
   }
 
@@ -146,12 +149,16 @@ public:
     using type = grpc::experimental::ServerRpcInfo::Type;
     const char* method = info->method();
     bool streaming = info->type() != type::UNARY;
-    return new metrics_interceptor(metrics_, method ? method : "unknown",
+    // The method name is client input for unknown methods.
+    auto i = method != nullptr ? known_.find(method) : known_.end();
+    return new metrics_interceptor(metrics_,
+                                   i != known_.end() ? *i : "other",
                                    streaming);
   }
 
 private:
   request_metrics& metrics_;
+  const std::set<std::string> known_;
 };
 
 } // namespace
@@ -222,8 +229,21 @@ void request_metrics::render(std::string& out) const {
 }
 
 std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>
-make_metrics_interceptor(request_metrics& m) {
-  return std::make_unique<metrics_interceptor_factory>(m);
+make_metrics_interceptor(request_metrics& m, std::set<std::string> known) {
+  return std::make_unique<metrics_interceptor_factory>(m, std::move(known));
+}
+
+std::set<std::string> grpc_methods(const std::vector<std::string>& services) {
+  std::set<std::string> result;
+  const auto* pool = google::protobuf::DescriptorPool::generated_pool();
+  for (const auto& name : services) {
+    const auto* service = pool->FindServiceByName(name);
+    if (service == nullptr)
+      continue;
+    for (int i = 0; i < service->method_count(); ++i)
+      result.insert("/" + name + "/" + service->method(i)->name());
+  }
+  return result;
 }
 
 const char* status_code_name(grpc::StatusCode code) {

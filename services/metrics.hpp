@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -54,9 +55,16 @@ private:
 };
 
 /// A server interceptor factory that records every call into `m`, which
-/// must outlive the server.
+/// must outlive the server. Calls of a method not in `known` (full names,
+/// "/package.Service/Method") count as method "other", so that clients
+/// cannot add series.
 std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>
-make_metrics_interceptor(request_metrics& m);
+make_metrics_interceptor(request_metrics& m, std::set<std::string> known);
+
+/// The full names ("/package.Service/Method") of the methods of the
+/// services named `services` ("package.Service") that the generated
+/// descriptor pool knows; names it does not know add nothing.
+std::set<std::string> grpc_methods(const std::vector<std::string>& services);
 
 /// Name of a gRPC status code, e.g. "NOT_FOUND".
 const char* status_code_name(grpc::StatusCode code);
