@@ -190,8 +190,8 @@ caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
   ES_INFO("recoverd listening on {} (started in {:.1f} ms)", self->address(),
           r.ready_millis);
   if (!opts.http_listen.empty()) {
-    self->http_ = std::make_unique<http_gateway>(*self->inspect_api_,
-                                                 *self->metrics_, buffer);
+    self->http_ = std::make_unique<http_gateway>(
+      *self->inspect_api_, *self->metrics_, buffer, opts.http_request_timeout);
     if (auto err = self->http_->start(opts.http_listen)) {
       self->stop();
       return err;

@@ -21,6 +21,7 @@
 #include "services/bridge.hpp"
 #include "services/inspect_convert.hpp"
 #include "services/inspect_service.hpp"
+#include "services/http_server.hpp"
 #include "services/metrics.hpp"
 #include "services/status_mapping.hpp"
 
@@ -40,6 +41,13 @@ constexpr auto watch_heartbeat = std::chrono::seconds(1);
 
 // Request threads: each open watch holds one.
 constexpr size_t http_threads = 16;
+
+http_server_limits limits_of(std::chrono::milliseconds request_timeout) {
+  http_server_limits result;
+  result.request_timeout = request_timeout;
+  result.threads = http_threads;
+  return result;
+}
 
 // Open watches at most, so that some threads stay free for requests.
 constexpr size_t max_watches = http_threads - 4;
@@ -264,15 +272,16 @@ bool await(std::future<T>& fut) {
 } // namespace
 
 struct http_gateway::impl {
-  impl(const inspect_api& a, request_metrics& m, size_t b)
-    : api(a), metrics(m), buffer(b) {
+  impl(const inspect_api& a, request_metrics& m, size_t b,
+       std::chrono::milliseconds request_timeout)
+    : api(a), metrics(m), buffer(b), svr(limits_of(request_timeout)) {
     // nop
   }
 
   const inspect_api& api;
   request_metrics& metrics;
   size_t buffer;
-  httplib::Server svr;
+  guarded_http_server svr;
   std::thread thread;
   int port = 0;
   std::atomic<bool> stopping{false};
@@ -550,8 +559,10 @@ struct http_gateway::impl {
 };
 
 http_gateway::http_gateway(const inspect_api& api, request_metrics& metrics,
-                           size_t stream_buffer)
-  : impl_(std::make_unique<impl>(api, metrics, stream_buffer)) {
+                           size_t stream_buffer,
+                           std::chrono::milliseconds request_timeout)
+  : impl_(std::make_unique<impl>(api, metrics, stream_buffer,
+                                 request_timeout)) {
   // nop
 }
 
@@ -571,13 +582,11 @@ caf::error http_gateway::start(const std::string& listen) {
   if (host.size() > 1 && host.front() == '[' && host.back() == ']')
     host = host.substr(1, host.size() - 2);
   auto& svr = impl_->svr;
-  svr.new_task_queue = [] { return new httplib::ThreadPool(http_threads); };
   // SO_REUSEADDR only: a second daemon must not share the port silently.
   svr.set_socket_options([](socket_t sock) {
     int yes = 1;
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
   });
-  svr.set_keep_alive_timeout(2);
   impl_->routes();
   int bound = -1;
   if (port == 0)

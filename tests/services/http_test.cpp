@@ -1,6 +1,6 @@
 // The HTTP gateway against hostile clients, over real loopback sockets:
-// bytes that are not UTF-8 in the path and the query, and labels that
-// clients could multiply.
+// bytes that are not UTF-8 in the path and the query, labels that clients
+// could multiply, and slow clients that hold connections open.
 
 #include <doctest/doctest.h>
 
@@ -40,10 +40,11 @@ struct http_fixture {
   std::unique_ptr<app> daemon;
   std::shared_ptr<grpc::Channel> channel;
 
-  http_fixture() {
+  explicit http_fixture(std::chrono::milliseconds request_timeout = 5s) {
     app_options opts;
     opts.listen = "127.0.0.1:0";
     opts.http_listen = "127.0.0.1:0";
+    opts.http_request_timeout = request_timeout;
     opts.data_dir = dir / "db";
     opts.worker_threads = 2;
     test::quick_waits(opts.registry.job.waits);
@@ -256,6 +257,98 @@ TEST_CASE("metrics: unknown HTTP paths and gRPC methods are one label "
   CHECK(after.find("recoverd_grpc_requests_total{method=\"/grpc.health.v1."
                    "Health/Check\",code=\"OK\"} 1")
         != std::string::npos);
+}
+
+TEST_CASE("http: slow clients (slowloris) and idle connections hold no "
+          "request thread and are closed after the request timeout") {
+  constexpr auto timeout = 1500ms;
+  http_fixture fx{timeout};
+  // More slow connections than the server has request threads (16).
+  constexpr int slow_count = 24;
+  constexpr int idle_count = 8;
+  std::vector<int> slow;
+  std::vector<int> idle;
+  auto opened = std::chrono::steady_clock::now();
+  for (int i = 0; i < slow_count; ++i) {
+    slow.push_back(fx.connect_http());
+    REQUIRE(slow.back() >= 0);
+  }
+  for (int i = 0; i < idle_count; ++i) {
+    idle.push_back(fx.connect_http());
+    REQUIRE(idle.back() >= 0);
+  }
+  // Each slow client sends one header byte every 100 ms, well within any
+  // per-read timeout, and never ends its head.
+  const std::string head = "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: "
+                           + std::string(200, 'a');
+  std::atomic<bool> done{false};
+  std::thread dribbler{[&] {
+    for (size_t k = 0; k < head.size() && !done; ++k) {
+      for (auto fd : slow)
+        ::send(fd, &head[k], 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+      std::this_thread::sleep_for(100ms);
+    }
+  }};
+  MESSAGE("while they dribble, /metrics and /api/v1 answer at once");
+  std::this_thread::sleep_for(300ms);
+  for (int i = 0; i < 5; ++i) {
+    for (const char* target : {"/metrics", "/api/v1/jobs"}) {
+      auto t = std::chrono::steady_clock::now();
+      auto [status, body] = fx.get(target);
+      auto took = std::chrono::steady_clock::now() - t;
+      CHECK(status == 200);
+      CHECK_MESSAGE(took < 1s, target << " took "
+                                      << std::chrono::duration<double>(took)
+                                           .count()
+                                      << " s");
+    }
+  }
+  MESSAGE("a keep-alive client makes several requests on one connection");
+  {
+    httplib::Client c{"127.0.0.1", fx.daemon->http_port()};
+    c.set_keep_alive(true);
+    c.set_read_timeout(5, 0);
+    for (int i = 0; i < 3; ++i) {
+      auto res = c.Get("/api/v1/jobs");
+      REQUIRE(res);
+      CHECK(res->status == 200);
+    }
+  }
+  MESSAGE("the server closes every slow and idle connection after the "
+          "timeout");
+  auto closed_by_server = [&](int fd, std::string& got) {
+    char buf[512];
+    for (;;) {
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, 5000) <= 0)
+        return false; // still open after 5 s more
+      auto n = ::recv(fd, buf, sizeof(buf), 0);
+      if (n <= 0)
+        return true;
+      got.append(buf, static_cast<size_t>(n));
+    }
+  };
+  for (auto fd : slow) {
+    std::string got;
+    CHECK(closed_by_server(fd, got));
+    CHECK_MESSAGE(got.rfind("HTTP/1.1 408 ", 0) == 0, excerpt(got));
+  }
+  for (auto fd : idle) {
+    std::string got;
+    CHECK(closed_by_server(fd, got));
+    CHECK(got.empty());
+  }
+  auto took = std::chrono::steady_clock::now() - opened;
+  CHECK(took >= timeout);
+  CHECK(took < timeout + 3s);
+  done = true;
+  dribbler.join();
+  for (auto fd : slow)
+    ::close(fd);
+  for (auto fd : idle)
+    ::close(fd);
+  MESSAGE("and it still serves");
+  CHECK(fx.get("/metrics").first == 200);
 }
 
 TEST_CASE("bad input: PutJob refuses a job id with '/', and error messages "
