@@ -597,6 +597,7 @@ caf::error http_gateway::start(const std::string& listen) {
     return make_error(errc::invalid_argument,
                       "cannot listen for HTTP on " + listen
                         + " (address in use or invalid)");
+  svr.set_backlog(512);
   impl_->port = bound;
   impl_->thread = std::thread([this] { impl_->svr.listen_after_bind(); });
   // `stop` only works on a running server: wait until it runs.

@@ -306,6 +306,13 @@ struct guarded_http_server::state {
   void expire(std::unique_ptr<connection> c) {
     ++timed_out;
     if (c->buffered() > 0) {
+      // Unread input at close makes the kernel send a reset, which may
+      // discard the answer: drain what is there first (best effort; bytes
+      // that arrive later still reset).
+      char buf[4096];
+      while (::recv(c->sock, buf, sizeof(buf), MSG_DONTWAIT) > 0) {
+        // nop
+      }
       static const std::string answer
         = "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n"
           "Content-Length: 0\r\n\r\n";
@@ -426,6 +433,13 @@ guarded_http_server::guarded_http_server(http_server_limits limits)
 
 guarded_http_server::~guarded_http_server() {
   state_->stop();
+}
+
+void guarded_http_server::set_backlog(int n) {
+  // Listening again on a listening socket only changes its backlog.
+  if (svr_sock_ != INVALID_SOCKET && ::listen(svr_sock_, n) != 0)
+    ES_WARN("http server keeps its accept queue of 5: {}",
+            std::strerror(errno));
 }
 
 size_t guarded_http_server::timed_out() const {

@@ -46,6 +46,11 @@ public:
 
   ~guarded_http_server() override;
 
+  /// Widens the accept queue of the bound socket to `n` (cpp-httplib
+  /// listens with a backlog of 5, so a burst of connects waits in the
+  /// kernel for SYN retransmits of seconds). Call after binding.
+  void set_backlog(int n);
+
   /// Connections closed because their request head was late, since start.
   size_t timed_out() const;
 

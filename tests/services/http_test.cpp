@@ -291,6 +291,11 @@ TEST_CASE("http: slow clients (slowloris) and idle connections hold no "
   }};
   MESSAGE("while they dribble, /metrics and /api/v1 answer at once");
   std::this_thread::sleep_for(300ms);
+  if (std::chrono::steady_clock::now() - opened < timeout - 200ms)
+    for (auto fd : slow) {
+      pollfd p{fd, POLLIN, 0};
+      CHECK(::poll(&p, 1, 0) == 0); // not closed before the timeout
+    }
   for (int i = 0; i < 5; ++i) {
     for (const char* target : {"/metrics", "/api/v1/jobs"}) {
       auto t = std::chrono::steady_clock::now();
@@ -316,31 +321,39 @@ TEST_CASE("http: slow clients (slowloris) and idle connections hold no "
   }
   MESSAGE("the server closes every slow and idle connection after the "
           "timeout");
+  // Closed by the timeout, with a little slack for a loaded machine.
+  auto by = opened + timeout + 2s;
   auto closed_by_server = [&](int fd, std::string& got) {
     char buf[512];
     for (;;) {
       pollfd p{fd, POLLIN, 0};
-      if (::poll(&p, 1, 5000) <= 0)
-        return false; // still open after 5 s more
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    by - std::chrono::steady_clock::now())
+                    .count();
+      if (::poll(&p, 1, static_cast<int>(std::max<long long>(left, 0))) <= 0)
+        return false; // still open
       auto n = ::recv(fd, buf, sizeof(buf), 0);
       if (n <= 0)
         return true;
       got.append(buf, static_cast<size_t>(n));
     }
   };
+  // The 408 is best effort: bytes the client sends after the close make
+  // the kernel reset the connection, which may discard the answer.
+  size_t answered = 0;
   for (auto fd : slow) {
     std::string got;
     CHECK(closed_by_server(fd, got));
-    CHECK_MESSAGE(got.rfind("HTTP/1.1 408 ", 0) == 0, excerpt(got));
+    CHECK_MESSAGE((got.empty() || got.rfind("HTTP/1.1 408 ", 0) == 0),
+                  excerpt(got));
+    answered += got.empty() ? 0 : 1;
   }
+  MESSAGE(answered << " of " << slow_count << " slow clients read the 408");
   for (auto fd : idle) {
     std::string got;
     CHECK(closed_by_server(fd, got));
     CHECK(got.empty());
   }
-  auto took = std::chrono::steady_clock::now() - opened;
-  CHECK(took >= timeout);
-  CHECK(took < timeout + 3s);
   done = true;
   dribbler.join();
   for (auto fd : slow)
