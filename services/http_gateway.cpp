@@ -488,6 +488,7 @@ struct http_gateway::impl {
       auto x = fut.get();
       if (!x)
         return send_error(res, to_grpc_status(x.error()));
+      metrics.http_connections_closed(svr.timed_out(), svr.refused());
       res.set_content(render_metrics(metrics, *x),
                       "text/plain; version=0.0.4; charset=utf-8");
     });

@@ -44,6 +44,7 @@ public:
   /// Starts the waiter and the request threads.
   explicit guarded_http_server(http_server_limits limits);
 
+  /// Stops the threads and closes every connection.
   ~guarded_http_server() override;
 
   /// Widens the accept queue of the bound socket to `n` (cpp-httplib
@@ -57,6 +58,8 @@ public:
   /// Connections refused because of `max_connections`, since start.
   size_t refused() const;
 
+  /// The waiter, the request threads and their connections (in the .cpp;
+  /// public so that the task queue there can reach it).
   struct state;
 
 private:

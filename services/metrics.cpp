@@ -203,6 +203,13 @@ void request_metrics::http_finished(const std::string& route, int status) {
   ++http_[{route, status}];
 }
 
+void request_metrics::http_connections_closed(size_t timed_out,
+                                              size_t refused) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  http_timed_out_ = timed_out;
+  http_refused_ = refused;
+}
+
 void request_metrics::render(std::string& out) const {
   std::lock_guard<std::mutex> guard{mtx_};
   family(out, "recoverd_grpc_requests_total", "counter",
@@ -226,6 +233,13 @@ void request_metrics::render(std::string& out) const {
   for (const auto& [key, n] : http_)
     sample(out, "recoverd_http_requests_total",
            {{"route", key.first}, {"code", std::to_string(key.second)}}, n);
+  family(out, "recoverd_http_connections_closed_total", "counter",
+         "HTTP connections the server closed: request head not complete "
+         "within --http-request-timeout, or over the connection cap.");
+  sample(out, "recoverd_http_connections_closed_total",
+         {{"reason", "timeout"}}, http_timed_out_);
+  sample(out, "recoverd_http_connections_closed_total", {{"reason", "limit"}},
+         http_refused_);
 }
 
 std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>

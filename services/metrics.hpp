@@ -37,6 +37,10 @@ public:
   /// An HTTP request for `route` was answered with `status`.
   void http_finished(const std::string& route, int status);
 
+  /// The HTTP server's own counts since start: connections closed because
+  /// their request head was late, and refused over the connection cap.
+  void http_connections_closed(size_t timed_out, size_t refused);
+
   /// Appends this object's series to `out`.
   void render(std::string& out) const;
 
@@ -52,6 +56,8 @@ private:
   std::map<std::string, histogram> latency_;
   std::map<std::string, int64_t> open_streams_;
   std::map<std::pair<std::string, int>, uint64_t> http_;
+  size_t http_timed_out_ = 0;
+  size_t http_refused_ = 0;
 };
 
 /// A server interceptor factory that records every call into `m`, which

@@ -360,8 +360,12 @@ TEST_CASE("http: slow clients (slowloris) and idle connections hold no "
     ::close(fd);
   for (auto fd : idle)
     ::close(fd);
-  MESSAGE("and it still serves");
-  CHECK(fx.get("/metrics").first == 200);
+  MESSAGE("and it still serves, and counts what it closed");
+  auto text = fx.metrics();
+  CHECK(text.find("\nrecoverd_http_connections_closed_total{reason=\""
+                  "timeout\"} "
+                  + std::to_string(slow_count + idle_count) + "\n")
+        != std::string::npos);
 }
 
 TEST_CASE("bad input: PutJob refuses a job id with '/', and error messages "
