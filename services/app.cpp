@@ -156,7 +156,19 @@ caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
   std::vector<
     std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
     interceptors;
-  interceptors.push_back(make_metrics_interceptor(*self->metrics_));
+  // The methods /metrics names; every other method is "other". The default
+  // health service is not built from a generated descriptor: it is named
+  // here.
+  auto known = grpc_methods(
+    {::Recover::service_full_name(),
+     recoverd::platform::v1::Platform::service_full_name(),
+     recoverd::inspection::v1::Inspect::service_full_name(),
+     "grpc.reflection.v1alpha.ServerReflection",
+     "grpc.reflection.v1.ServerReflection"});
+  known.insert("/grpc.health.v1.Health/Check");
+  known.insert("/grpc.health.v1.Health/Watch");
+  interceptors.push_back(make_metrics_interceptor(*self->metrics_,
+                                                  std::move(known)));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   self->server_ = builder.BuildAndStart();
   if (!self->server_ || self->port_ == 0) {
@@ -184,8 +196,8 @@ caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
   ES_INFO("recoverd listening on {} (started in {:.1f} ms)", self->address(),
           r.ready_millis);
   if (!opts.http_listen.empty()) {
-    self->http_ = std::make_unique<http_gateway>(*self->inspect_api_,
-                                                 *self->metrics_, buffer);
+    self->http_ = std::make_unique<http_gateway>(
+      *self->inspect_api_, *self->metrics_, buffer, opts.http_request_timeout);
     if (auto err = self->http_->start(opts.http_listen)) {
       self->stop();
       return err;

@@ -4,6 +4,7 @@
 /// the actors and the gRPC server, and stops them in the right order. Used
 /// by `main` and by the service tests (in-process server).
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -36,6 +37,9 @@ struct app_options {
   /// HTTP (JSON API, /metrics) listen address; port 0 picks a free port;
   /// empty: no HTTP server (the daemon's flag defaults to 127.0.0.1:8900).
   std::string http_listen;
+  /// Time an HTTP client has to send a complete request head, from its
+  /// connect or from the previous answer; slower connections are closed.
+  std::chrono::milliseconds http_request_timeout{5000};
   /// Directory of the event log.
   std::string data_dir = "./recoverd-data";
   /// Journal settings.

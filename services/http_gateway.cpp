@@ -17,9 +17,11 @@
 
 #include "actors/error.hpp"
 #include "actors/log.hpp"
+#include "actors/model/text.hpp"
 #include "services/bridge.hpp"
 #include "services/inspect_convert.hpp"
 #include "services/inspect_service.hpp"
+#include "services/http_server.hpp"
 #include "services/metrics.hpp"
 #include "services/status_mapping.hpp"
 
@@ -39,6 +41,13 @@ constexpr auto watch_heartbeat = std::chrono::seconds(1);
 
 // Request threads: each open watch holds one.
 constexpr size_t http_threads = 16;
+
+http_server_limits limits_of(std::chrono::milliseconds request_timeout) {
+  http_server_limits result;
+  result.request_timeout = request_timeout;
+  result.threads = http_threads;
+  return result;
+}
 
 // Open watches at most, so that some threads stay free for requests.
 constexpr size_t max_watches = http_threads - 4;
@@ -148,12 +157,16 @@ private:
   std::vector<std::function<void()>> hooks_;
 };
 
+// Never throws on client text: a message is made valid UTF-8 before it goes
+// into the JSON, and the dump replaces anything that still is not.
 std::string error_body(const grpc::Status& st) {
   nlohmann::json body;
   body["error"]["code"] = to_http_status(st.error_code());
   body["error"]["status"] = status_code_name(st.error_code());
-  body["error"]["message"] = st.error_message();
-  return body.dump();
+  body["error"]["message"] = is_utf8(st.error_message())
+                               ? st.error_message()
+                               : excerpt(st.error_message(), SIZE_MAX);
+  return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 void send_error(httplib::Response& res, const grpc::Status& st) {
@@ -163,6 +176,32 @@ void send_error(httplib::Response& res, const grpc::Status& st) {
 
 grpc::Status bad_request(const std::string& msg) {
   return {grpc::StatusCode::INVALID_ARGUMENT, msg};
+}
+
+// A query parameter's value as an error message shows it.
+std::string shown(const httplib::Request& req, const char* key) {
+  return "\"" + excerpt(req.get_param_value(key)) + "\"";
+}
+
+// Why a request's path or query cannot be served, or OK. The decoded path
+// and parameters are client bytes that end up in JSON and messages: they
+// must be UTF-8.
+grpc::Status check_text(const httplib::Request& req) {
+  if (!is_utf8(req.path))
+    return bad_request("the request path is not valid UTF-8 (after "
+                       "percent-decoding): "
+                       + excerpt(req.path));
+  for (const auto& [key, value] : req.params) {
+    if (!is_utf8(key))
+      return bad_request("a query parameter name is not valid UTF-8 (after "
+                         "percent-decoding): "
+                         + excerpt(key));
+    if (!is_utf8(value))
+      return bad_request("query parameter " + key
+                         + ": not valid UTF-8 (after percent-decoding): "
+                         + excerpt(value));
+  }
+  return grpc::Status::OK;
 }
 
 bool pretty(const httplib::Request& req) {
@@ -204,19 +243,24 @@ bool parse_time(const std::string& text, int64_t& out) {
   return true;
 }
 
-// The route template of a path, for the request counter.
+// The route pattern of a path, for the request counter: a fixed set of
+// labels whatever the client sends ("other" for anything not served).
 std::string route_of(const std::string& path) {
   if (path == "/metrics" || path == "/api/v1/jobs" || path == "/api/v1/watch"
       || path == "/api/v1/status")
     return path;
   const std::string prefix = "/api/v1/jobs/";
-  if (path.rfind(prefix, 0) == 0) {
-    auto rest = path.substr(prefix.size());
-    auto slash = rest.find('/');
-    if (slash == std::string::npos)
-      return prefix + "{id}";
-    return prefix + "{id}" + rest.substr(slash);
-  }
+  if (path.rfind(prefix, 0) != 0)
+    return "other";
+  auto rest = path.substr(prefix.size());
+  auto slash = rest.find('/');
+  if (slash == 0 || rest.empty())
+    return "other";
+  if (slash == std::string::npos)
+    return prefix + "{id}";
+  auto tail = rest.substr(slash);
+  if (tail == "/events" || tail == "/incidents" || tail == "/at")
+    return prefix + "{id}" + tail;
   return "other";
 }
 
@@ -229,15 +273,16 @@ bool await(std::future<T>& fut) {
 } // namespace
 
 struct http_gateway::impl {
-  impl(const inspect_api& a, request_metrics& m, size_t b)
-    : api(a), metrics(m), buffer(b) {
+  impl(const inspect_api& a, request_metrics& m, size_t b,
+       std::chrono::milliseconds request_timeout)
+    : api(a), metrics(m), buffer(b), svr(limits_of(request_timeout)) {
     // nop
   }
 
   const inspect_api& api;
   request_metrics& metrics;
   size_t buffer;
-  httplib::Server svr;
+  guarded_http_server svr;
   std::thread thread;
   int port = 0;
   std::atomic<bool> stopping{false};
@@ -306,34 +351,46 @@ struct http_gateway::impl {
     res.set_chunked_content_provider(
       "text/event-stream",
       [this, sink, greeted](size_t, httplib::DataSink& out) {
-        // The first chunk tells the client that the watch is in place.
-        if (!*greeted) {
-          *greeted = true;
-          static const std::string hello = ": watching\n\n";
-          return out.write(hello.data(), hello.size());
+        // cpp-httplib runs this outside its try block: never throw.
+        try {
+          return next_chunk(*sink, *greeted, out);
+        } catch (const std::exception& e) {
+          ES_ERROR("http watch failed: {}", excerpt(e.what()));
+        } catch (...) {
+          ES_ERROR("http watch failed");
         }
-        auto b = sink->wait(watch_heartbeat);
-        std::string chunk;
-        for (const auto& x : b.events) {
-          pi::EventRecord rec;
-          convert::to_proto(x, rec);
-          chunk += "id: " + std::to_string(x.position)
-                   + "\nevent: event\ndata: " + convert::to_json(rec)
-                   + "\n\n";
-        }
-        if (b.ended || stopping) {
-          if (b.ended && !b.status.ok())
-            chunk += "event: error\ndata: " + error_body(b.status) + "\n\n";
-          if (!chunk.empty() && !out.write(chunk.data(), chunk.size()))
-            return false;
-          out.done();
-          return true;
-        }
-        if (chunk.empty())
-          chunk = ": keep-alive\n\n";
-        return out.write(chunk.data(), chunk.size());
+        return false;
       },
       [sink](bool) { sink->close(); });
+  }
+
+  // Writes the next chunk of a watch; false ends the connection.
+  bool next_chunk(queue_sink& sink, bool& greeted, httplib::DataSink& out) {
+    // The first chunk tells the client that the watch is in place.
+    if (!greeted) {
+      greeted = true;
+      static const std::string hello = ": watching\n\n";
+      return out.write(hello.data(), hello.size());
+    }
+    auto b = sink.wait(watch_heartbeat);
+    std::string chunk;
+    for (const auto& x : b.events) {
+      pi::EventRecord rec;
+      convert::to_proto(x, rec);
+      chunk += "id: " + std::to_string(x.position)
+               + "\nevent: event\ndata: " + convert::to_json(rec) + "\n\n";
+    }
+    if (b.ended || stopping) {
+      if (b.ended && !b.status.ok())
+        chunk += "event: error\ndata: " + error_body(b.status) + "\n\n";
+      if (!chunk.empty() && !out.write(chunk.data(), chunk.size()))
+        return false;
+      out.done();
+      return true;
+    }
+    if (chunk.empty())
+      chunk = ": keep-alive\n\n";
+    return out.write(chunk.data(), chunk.size());
   }
 
   void routes() {
@@ -361,17 +418,15 @@ struct http_gateway::impl {
               if (req.has_param("from")) {
                 if (!parse_u64(req.get_param_value("from"), x))
                   return send_error(res, bad_request(
-                                           "from: not a sequence number: \""
-                                           + req.get_param_value("from")
-                                           + "\""));
+                                           "from: not a sequence number: "
+                                           + shown(req, "from")));
                 r.set_fromseq(x);
               }
               if (req.has_param("limit")) {
                 if (!parse_u64(req.get_param_value("limit"), x))
                   return send_error(res, bad_request(
-                                           "limit: not a count: \""
-                                           + req.get_param_value("limit")
-                                           + "\""));
+                                           "limit: not a count: "
+                                           + shown(req, "limit")));
                 r.set_limit(static_cast<uint32_t>(std::min<uint64_t>(x, 1000)));
               }
               answer<pi::ListEventsResponse>(req, res,
@@ -402,18 +457,16 @@ struct http_gateway::impl {
                 uint64_t seq = 0;
                 if (!parse_u64(req.get_param_value("seq"), seq))
                   return send_error(res, bad_request(
-                                           "seq: not a sequence number: \""
-                                           + req.get_param_value("seq")
-                                           + "\""));
+                                           "seq: not a sequence number: "
+                                           + shown(req, "seq")));
                 r.set_seq(seq);
               } else {
                 int64_t t = 0;
                 if (!parse_time(req.get_param_value("time"), t))
                   return send_error(res,
                                     bad_request("time: neither Unix "
-                                                "milliseconds nor RFC 3339: \""
-                                                + req.get_param_value("time")
-                                                + "\""));
+                                                "milliseconds nor RFC 3339: "
+                                                + shown(req, "time")));
                 r.set_timems(t);
               }
               answer<pi::JobAt>(req, res, [&](auto* resp, auto done) {
@@ -447,31 +500,82 @@ struct http_gateway::impl {
       auto x = fut.get();
       if (!x)
         return send_error(res, to_grpc_status(x.error()));
+      metrics.http_connections_closed(svr.timed_out(), svr.refused());
       res.set_content(render_metrics(metrics, *x),
                       "text/plain; version=0.0.4; charset=utf-8");
     });
+    // Client bytes are checked before any route sees them.
+    svr.set_pre_routing_handler([](const httplib::Request& req,
+                                   httplib::Response& res) {
+      if (auto st = check_text(req); !st.ok()) {
+        send_error(res, st);
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      return httplib::Server::HandlerResponse::Unhandled;
+    });
+    // cpp-httplib calls the error handler and the logger outside its own
+    // try block (an exception there ends the process): neither may throw.
     svr.set_error_handler([](const httplib::Request& req,
                              httplib::Response& res) {
       if (!res.body.empty())
         return;
-      auto code = res.status == 404 ? grpc::StatusCode::NOT_FOUND
-                                    : grpc::StatusCode::INVALID_ARGUMENT;
-      auto msg = res.status == 404 ? "no such resource: " + req.path
-                                   : "cannot serve " + req.path;
       auto status = res.status;
-      send_error(res, {code, msg});
+      try {
+        auto code = status == 404 ? grpc::StatusCode::NOT_FOUND
+                                  : grpc::StatusCode::INVALID_ARGUMENT;
+        auto msg = status == 404 ? "no such resource: " + excerpt(req.path)
+                                 : "cannot serve " + excerpt(req.path);
+        send_error(res, {code, msg});
+      } catch (...) {
+        res.set_content(R"({"error":{"code":500,"status":"INTERNAL",)"
+                        R"("message":"cannot render the error"}})",
+                        "application/json");
+      }
       res.status = status;
+    });
+    // A handler that throws answers 500 with a JSON error; the server goes
+    // on serving.
+    svr.set_exception_handler([](const httplib::Request& req,
+                                 httplib::Response& res,
+                                 std::exception_ptr ep) {
+      std::string what = "unknown exception";
+      try {
+        if (ep)
+          std::rethrow_exception(ep);
+      } catch (const std::exception& e) {
+        what = e.what();
+      } catch (...) {
+        // nop
+      }
+      try {
+        ES_ERROR("http request for {} failed: {}", excerpt(req.path),
+                 excerpt(what));
+        res.headers.erase("EXCEPTION_WHAT");
+        send_error(res, {grpc::StatusCode::INTERNAL,
+                         "internal error: " + excerpt(what)});
+      } catch (...) {
+        res.status = 500;
+        res.set_content(R"({"error":{"code":500,"status":"INTERNAL",)"
+                        R"("message":"internal error"}})",
+                        "application/json");
+      }
     });
     svr.set_logger([this](const httplib::Request& req,
                           const httplib::Response& res) {
-      metrics.http_finished(route_of(req.path), res.status);
+      try {
+        metrics.http_finished(route_of(req.path), res.status);
+      } catch (...) {
+        // nop: a lost count is better than an abort
+      }
     });
   }
 };
 
 http_gateway::http_gateway(const inspect_api& api, request_metrics& metrics,
-                           size_t stream_buffer)
-  : impl_(std::make_unique<impl>(api, metrics, stream_buffer)) {
+                           size_t stream_buffer,
+                           std::chrono::milliseconds request_timeout)
+  : impl_(std::make_unique<impl>(api, metrics, stream_buffer,
+                                 request_timeout)) {
   // nop
 }
 
@@ -491,13 +595,11 @@ caf::error http_gateway::start(const std::string& listen) {
   if (host.size() > 1 && host.front() == '[' && host.back() == ']')
     host = host.substr(1, host.size() - 2);
   auto& svr = impl_->svr;
-  svr.new_task_queue = [] { return new httplib::ThreadPool(http_threads); };
   // SO_REUSEADDR only: a second daemon must not share the port silently.
   svr.set_socket_options([](socket_t sock) {
     int yes = 1;
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
   });
-  svr.set_keep_alive_timeout(2);
   impl_->routes();
   int bound = -1;
   if (port == 0)
@@ -508,6 +610,7 @@ caf::error http_gateway::start(const std::string& listen) {
     return make_error(errc::invalid_argument,
                       "cannot listen for HTTP on " + listen
                         + " (address in use or invalid)");
+  svr.set_backlog(512);
   impl_->port = bound;
   impl_->thread = std::thread([this] { impl_->svr.listen_after_bind(); });
   // `stop` only works on a running server: wait until it runs.

@@ -24,6 +24,7 @@
 /// "message": "..."}}` with the HTTP status of `to_http_status`. `?pretty=1`
 /// indents JSON answers.
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -39,8 +40,12 @@ class request_metrics;
 class http_gateway {
 public:
   /// @param stream_buffer Events a watch may have queued before it is ended.
+  /// @param request_timeout Time a client has to send a request head (from
+  ///        its connect or the previous answer); slower ones are closed.
   http_gateway(const inspect_api& api, request_metrics& metrics,
-               size_t stream_buffer);
+               size_t stream_buffer,
+               std::chrono::milliseconds request_timeout
+               = std::chrono::seconds(5));
 
   ~http_gateway();
 

@@ -82,6 +82,7 @@ int main(int argc, char** argv) {
   std::string sync = "always";
   std::string sync_interval = "100ms";
   std::string retention = "30d";
+  std::string http_request_timeout = "5s";
   std::map<std::string, std::string> waits;
   for (const auto& w : wait_options)
     waits[w.flag] = format_millis(opts.registry.job.waits.*w.member);
@@ -100,6 +101,11 @@ int main(int argc, char** argv) {
   cli.add_option("--http-listen", opts.http_listen,
                  "HTTP listen address host:port of the JSON API (/api/v1) "
                  "and /metrics; port 0 picks a free one; \"off\" disables it")
+    ->capture_default_str();
+  cli.add_option("--http-request-timeout", http_request_timeout,
+                 "time an HTTP client has to send a complete request head, "
+                 "from its connect or the previous answer; slower "
+                 "connections are closed")
     ->capture_default_str();
   cli.add_option("--data-dir", opts.data_dir,
                  "directory of the event log (created when missing)")
@@ -161,6 +167,15 @@ int main(int argc, char** argv) {
               << "\n";
     return 2;
   }
+  millis request_timeout{};
+  if (!parse_duration(http_request_timeout, request_timeout)
+      || request_timeout.count() <= 0) {
+    std::cerr << "recoverd: --http-request-timeout: not a positive "
+                 "duration: "
+              << http_request_timeout << "\n";
+    return 2;
+  }
+  opts.http_request_timeout = request_timeout;
   for (const auto& w : wait_options)
     if (!parse_duration(waits[w.flag], opts.registry.job.waits.*w.member)) {
       std::cerr << "recoverd: " << w.flag << ": not a duration: "

@@ -3,6 +3,8 @@
 #include <chrono>
 #include <cstdio>
 
+#include <google/protobuf/descriptor.h>
+
 namespace recoverd {
 
 namespace {
@@ -137,7 +139,8 @@ private:
 class metrics_interceptor_factory final
   : public grpc::experimental::ServerInterceptorFactoryInterface {
 public:
-  explicit metrics_interceptor_factory(request_metrics& m) : metrics_(m) {
+  metrics_interceptor_factory(request_metrics& m, std::set<std::string> known)
+    : metrics_(m), known_(std::move(known)) {
     // nop
   }
 
@@ -146,12 +149,16 @@ public:
     using type = grpc::experimental::ServerRpcInfo::Type;
     const char* method = info->method();
     bool streaming = info->type() != type::UNARY;
-    return new metrics_interceptor(metrics_, method ? method : "unknown",
+    // The method name is client input for unknown methods.
+    auto i = method != nullptr ? known_.find(method) : known_.end();
+    return new metrics_interceptor(metrics_,
+                                   i != known_.end() ? *i : "other",
                                    streaming);
   }
 
 private:
   request_metrics& metrics_;
+  const std::set<std::string> known_;
 };
 
 } // namespace
@@ -196,6 +203,13 @@ void request_metrics::http_finished(const std::string& route, int status) {
   ++http_[{route, status}];
 }
 
+void request_metrics::http_connections_closed(size_t timed_out,
+                                              size_t refused) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  http_timed_out_ = timed_out;
+  http_refused_ = refused;
+}
+
 void request_metrics::render(std::string& out) const {
   std::lock_guard<std::mutex> guard{mtx_};
   family(out, "recoverd_grpc_requests_total", "counter",
@@ -219,11 +233,31 @@ void request_metrics::render(std::string& out) const {
   for (const auto& [key, n] : http_)
     sample(out, "recoverd_http_requests_total",
            {{"route", key.first}, {"code", std::to_string(key.second)}}, n);
+  family(out, "recoverd_http_connections_closed_total", "counter",
+         "HTTP connections the server closed: request head not complete "
+         "within --http-request-timeout, or over the connection cap.");
+  sample(out, "recoverd_http_connections_closed_total",
+         {{"reason", "timeout"}}, http_timed_out_);
+  sample(out, "recoverd_http_connections_closed_total", {{"reason", "limit"}},
+         http_refused_);
 }
 
 std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>
-make_metrics_interceptor(request_metrics& m) {
-  return std::make_unique<metrics_interceptor_factory>(m);
+make_metrics_interceptor(request_metrics& m, std::set<std::string> known) {
+  return std::make_unique<metrics_interceptor_factory>(m, std::move(known));
+}
+
+std::set<std::string> grpc_methods(const std::vector<std::string>& services) {
+  std::set<std::string> result;
+  const auto* pool = google::protobuf::DescriptorPool::generated_pool();
+  for (const auto& name : services) {
+    const auto* service = pool->FindServiceByName(name);
+    if (service == nullptr)
+      continue;
+    for (int i = 0; i < service->method_count(); ++i)
+      result.insert("/" + name + "/" + service->method(i)->name());
+  }
+  return result;
 }
 
 const char* status_code_name(grpc::StatusCode code) {

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -36,6 +37,10 @@ public:
   /// An HTTP request for `route` was answered with `status`.
   void http_finished(const std::string& route, int status);
 
+  /// The HTTP server's own counts since start: connections closed because
+  /// their request head was late, and refused over the connection cap.
+  void http_connections_closed(size_t timed_out, size_t refused);
+
   /// Appends this object's series to `out`.
   void render(std::string& out) const;
 
@@ -51,12 +56,21 @@ private:
   std::map<std::string, histogram> latency_;
   std::map<std::string, int64_t> open_streams_;
   std::map<std::pair<std::string, int>, uint64_t> http_;
+  size_t http_timed_out_ = 0;
+  size_t http_refused_ = 0;
 };
 
 /// A server interceptor factory that records every call into `m`, which
-/// must outlive the server.
+/// must outlive the server. Calls of a method not in `known` (full names,
+/// "/package.Service/Method") count as method "other", so that clients
+/// cannot add series.
 std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>
-make_metrics_interceptor(request_metrics& m);
+make_metrics_interceptor(request_metrics& m, std::set<std::string> known);
+
+/// The full names ("/package.Service/Method") of the methods of the
+/// services named `services` ("package.Service") that the generated
+/// descriptor pool knows; names it does not know add nothing.
+std::set<std::string> grpc_methods(const std::vector<std::string>& services);
 
 /// Name of a gRPC status code, e.g. "NOT_FOUND".
 const char* status_code_name(grpc::StatusCode code);

@@ -3,13 +3,18 @@
 #include <caf/sec.hpp>
 
 #include "actors/error.hpp"
+#include "actors/model/text.hpp"
 
 namespace recoverd {
 
 grpc::Status to_grpc_status(const caf::error& err) {
   if (!err)
     return grpc::Status::OK;
+  // Messages may echo client input: bounded and valid UTF-8 on the wire.
+  constexpr size_t max_message = 1024;
   auto msg = message_of(err);
+  if (msg.size() > max_message || !is_utf8(msg))
+    msg = excerpt(msg, max_message);
   if (auto code = errc_of(err)) {
     switch (*code) {
       case errc::invalid_argument:

@@ -13,7 +13,8 @@ namespace recoverd {
 /// RESOURCE_EXHAUSTED, storage_failure and shutting_down -> UNAVAILABLE,
 /// not_registered -> FAILED_PRECONDITION, corrupt_record -> DATA_LOSS,
 /// CAF's request_timeout -> DEADLINE_EXCEEDED, anything else -> INTERNAL.
-/// An empty error is OK.
+/// An empty error is OK. A message longer than 1 KiB is cut (ending with
+/// its size) and made valid UTF-8.
 grpc::Status to_grpc_status(const caf::error& err);
 
 /// Maps a gRPC status code to the HTTP status of the JSON API:

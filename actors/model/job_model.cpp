@@ -8,6 +8,7 @@
 
 #include "actors/model/error.hpp"
 #include "actors/model/overload.hpp"
+#include "actors/model/text.hpp"
 
 namespace recoverd {
 
@@ -38,8 +39,9 @@ failure bad(std::string field, std::string what) {
   return fail(errc::invalid_argument, field + ": " + what);
 }
 
+// Client text as a message echoes it: valid UTF-8, long ones cut.
 std::string quoted(const std::string& x) {
-  return "\"" + x + "\"";
+  return "\"" + excerpt(x) + "\"";
 }
 
 const pod* find_pod_of_device(const job_spec& spec, const std::string& node,
@@ -189,6 +191,14 @@ failure validate_job_id(const std::string& job_id) {
 failure validate(const job_spec& spec) {
   if (auto err = validate_job_id(spec.job_id))
     return err;
+  // A job id is a Kubernetes UID or a label value (spec/kubernetes-surface.md
+  // §1), neither has a '/'; one would make the job unreachable under
+  // /api/v1/jobs/{id}.
+  if (spec.job_id.find('/') != std::string::npos)
+    return bad("jobId", quoted(spec.job_id)
+                          + " contains '/' (a job id is a Kubernetes UID or "
+                            "label value, and must be one segment of "
+                            "/api/v1/jobs/{id})");
   if (!spec.framework.empty() && spec.framework != "pytorch"
       && spec.framework != "mindspore")
     return bad("framework",

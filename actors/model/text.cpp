@@ -1,0 +1,77 @@
+#include "actors/model/text.hpp"
+
+#include <algorithm>
+
+namespace recoverd {
+
+namespace {
+
+constexpr std::string_view replacement = "\xEF\xBF\xBD"; // U+FFFD
+
+// The length of the well-formed UTF-8 sequence at `x[i]`, or 0.
+size_t sequence_at(std::string_view x, size_t i) {
+  auto byte = [&](size_t k) { return static_cast<unsigned char>(x[k]); };
+  auto c = byte(i);
+  if (c < 0x80)
+    return 1;
+  size_t n = 0;
+  unsigned char lo = 0x80;
+  unsigned char hi = 0xBF;
+  if (c >= 0xC2 && c <= 0xDF) {
+    n = 2;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    n = 3;
+    if (c == 0xE0)
+      lo = 0xA0; // overlong
+    else if (c == 0xED)
+      hi = 0x9F; // surrogates
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    n = 4;
+    if (c == 0xF0)
+      lo = 0x90; // overlong
+    else if (c == 0xF4)
+      hi = 0x8F; // above U+10FFFF
+  } else {
+    return 0;
+  }
+  if (i + n > x.size())
+    return 0;
+  // Only the second byte has a narrowed range.
+  if (byte(i + 1) < lo || byte(i + 1) > hi)
+    return 0;
+  for (size_t k = 2; k < n; ++k)
+    if (byte(i + k) < 0x80 || byte(i + k) > 0xBF)
+      return 0;
+  return n;
+}
+
+} // namespace
+
+bool is_utf8(std::string_view x) {
+  for (size_t i = 0; i < x.size();) {
+    auto n = sequence_at(x, i);
+    if (n == 0)
+      return false;
+    i += n;
+  }
+  return true;
+}
+
+std::string excerpt(std::string_view x, size_t limit) {
+  std::string out;
+  out.reserve(std::min(x.size(), limit) + 16);
+  size_t i = 0;
+  while (i < x.size()) {
+    auto n = sequence_at(x, i);
+    auto piece = n == 0 ? replacement : x.substr(i, n);
+    if (out.size() + piece.size() > limit)
+      break;
+    out += piece;
+    i += n == 0 ? 1 : n;
+  }
+  if (i < x.size())
+    out += "\xE2\x80\xA6(" + std::to_string(x.size()) + " bytes)";
+  return out;
+}
+
+} // namespace recoverd
