@@ -65,7 +65,8 @@ struct flow_part {
   int64_t started_ms = 0;
   /// Job health from the flow's faults: Healthy, SubHealthy or UnHealthy.
   std::string health = "Healthy";
-  /// Pod uids when the flow began (pod rank -> uid), to see rescheduling.
+  /// Fault pods' uids when they became fault pods (pod rank -> uid), to
+  /// see them rescheduled.
   std::map<int32_t, std::string> origin_uids;
   /// End of a polled wait (reschedule, job-level fallback); 0 when none.
   int64_t wait_until_ms = 0;

@@ -35,7 +35,7 @@ flow_event on_check_scale_in_isolate(ctx& c) {
   auto sig = c.signal("faultNodesExit");
   sig.actions = {"fault_nodes_exit"};
   for (auto p : pods) {
-    c.rec.flow.fault_pods.insert(p);
+    c.add_fault_pod(p);
     sig.node_rank_ids.push_back(std::to_string(p));
   }
   return c.notify(std::move(sig));

@@ -217,7 +217,7 @@ void ctx::expand_normal() {
       if (const auto* place = ranks.find(rank))
         pods.insert(place->pod_rank);
   for (auto p : pods) {
-    rec.flow.fault_pods.insert(p);
+    add_fault_pod(p);
     if (rec.flow.restart_in_place && rec.flow.in_place_pods.count(p) > 0)
       continue;
     if (const auto* q = ranks.find_pod(spec, p))
@@ -249,8 +249,17 @@ void ctx::merge(const std::vector<fault_rank>& faults) {
     if (type == fault_type::normal)
       rec.flow.health = "UnHealthy";
     if (const auto* place = ranks.find(f.rank_id))
-      rec.flow.fault_pods.insert(place->pod_rank);
+      add_fault_pod(place->pod_rank);
   }
+}
+
+void ctx::add_fault_pod(int32_t p) {
+  if (!rec.flow.fault_pods.insert(p).second)
+    return;
+  // Only a fault pod's uid is ever compared, so only fault pods keep one:
+  // a flow on a 16k-rank job stores a few uids, not 2,048.
+  if (const auto* q = ranks.find_pod(spec, p))
+    rec.flow.origin_uids.emplace(p, q->uid);
 }
 
 flow_event ctx::arm(millis wait, flow_event event) {

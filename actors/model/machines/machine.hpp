@@ -96,6 +96,9 @@ struct ctx {
   void write_reset(const std::string& op);
   /// Merges faults into the caches; a normal type replaces a retry type.
   void merge(const std::vector<fault_rank>& faults);
+  /// Makes pod `p` a fault pod, keeping the uid it has now to see it
+  /// rescheduled later.
+  void add_fault_pod(int32_t p);
 
   /// Waits `wait`, then the machine receives `event`. A zero wait returns
   /// the event at once, so tests and benchmarks can run with waits at 0.

@@ -157,11 +157,8 @@ expected<flow_step> step(const recovery& current, const job_spec& spec,
                     std::string{"faultOccur is not accepted in state "}
                       + to_string(rec.flow.state));
       c.merge(in.faults);
-      if (rec.flow.state == st::init) {
+      if (rec.flow.state == st::init)
         rec.flow.started_ms = in.now_ms;
-        for (const auto& p : spec.pods)
-          rec.flow.origin_uids[p.pod_rank] = p.uid;
-      }
       break;
     case ev::receive_report: {
       auto translated = report_event(rec, in);
