@@ -53,13 +53,15 @@ struct journal_stats {
   uint64_t purged_events = 0;      ///< Events of deleted jobs purged.
   uint64_t purged_live_events = 0; ///< Old events of live jobs purged.
   uint64_t kept_incidents = 0;     ///< Incidents stored for purged events.
+  uint64_t resumed = 0; ///< Times writing resumed after a failure.
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, journal_stats& x) {
   return f(caf::meta::type_name("journal_stats"), x.batches, x.records,
            x.max_batch, x.write_micros, x.last_position, x.failure, x.hist,
-           x.purged_events, x.purged_live_events, x.kept_incidents);
+           x.purged_events, x.purged_live_events, x.kept_incidents,
+           x.resumed);
 }
 
 /// The EVENT HUB: hands every durable event to the live watchers

@@ -37,6 +37,9 @@ caf::error validate(const journal_config& cfg) {
   if (cfg.sync == sync_policy::batch && cfg.sync_interval.count() <= 0)
     return make_error(errc::invalid_argument,
                       "sync interval must be positive with sync=batch");
+  if (cfg.retry_interval.count() < 0)
+    return make_error(errc::invalid_argument,
+                      "write retry interval must not be negative");
   return caf::none;
 }
 

@@ -55,6 +55,9 @@ enum class sync_policy {
 struct journal_config {
   sync_policy sync = sync_policy::always;
   millis sync_interval{100};
+  /// After a failed write, how long the journal refuses before it asks the
+  /// log to resume (a transient failure must not stop it for good).
+  millis retry_interval{500};
 };
 
 /// Wall clock in Unix milliseconds.

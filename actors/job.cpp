@@ -209,10 +209,12 @@ caf::result<ok_atom> attach_operator(self_ptr self, om_kind kind,
   // A late operator gets the outcome of the last action of this kind.
   if (last)
     sink->push({id, rec.job.om_last_message});
-  if (!running || rec.job.om_done)
+  if (!running || rec.job.om_done) {
     sink->finish(caf::none);
-  else
+  } else {
+    drop_closed(st.operators);
     st.operators.push_back(std::move(sink));
+  }
   return ok_atom::value;
 }
 
@@ -295,6 +297,7 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
       auto& st = self->state;
       if (!st.model.exists)
         return unknown(st.model);
+      drop_closed(st.watchers);
       if (sink->push(to_annotations_view(st.model)))
         st.watchers.push_back(std::move(sink));
       return ok_atom::value;

@@ -105,9 +105,7 @@ namespace {
 // there is none (the notify timeout then ends the wait).
 template <class Sinks, class T>
 bool push_to_worker(Sinks& ws, const T& payload) {
-  ws.erase(std::remove_if(ws.begin(), ws.end(),
-                          [](const auto& w) { return w->closed(); }),
-           ws.end());
+  drop_closed(ws);
   while (!ws.empty() && !ws.back()->push(payload))
     ws.pop_back();
   return !ws.empty();

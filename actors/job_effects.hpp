@@ -6,6 +6,7 @@
 /// delivery of the pending signal, and closing the job's streams. Internal
 /// to the job actor (`actors/job.cpp`).
 
+#include <algorithm>
 #include <functional>
 #include <vector>
 
@@ -56,5 +57,14 @@ void push_keepalive(job_self self);
 /// Ends every stream of the job with `reason` (none: OK): the agent
 /// stream, annotation watchers, worker and operator streams.
 void close_streams(job_state& st, const caf::error& reason);
+
+/// Forgets the sinks whose streams have ended, so that streams opened and
+/// cancelled between two changes of the job do not pile up.
+template <class Sinks>
+void drop_closed(Sinks& sinks) {
+  sinks.erase(std::remove_if(sinks.begin(), sinks.end(),
+                             [](const auto& x) { return x->closed(); }),
+              sinks.end());
+}
 
 } // namespace recoverd

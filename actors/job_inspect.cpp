@@ -48,6 +48,8 @@ component_status job_status_of(const job_state& st, status_verbosity v) {
     result.counters["pods"] = m.spec.pods.size();
     result.counters["generation"] = live.generation;
     result.counters["annotationWatchers"] = live.annotation_watchers;
+    // Held sinks, ended ones included: shows that ended streams go.
+    result.counters["annotationWatcherSlots"] = st.watchers.size();
     result.counters["switchWorkers"] = live.switch_workers;
     result.counters["stressWorkers"] = open_count(st.stress_workers);
     result.counters["operators"] = live.operators;

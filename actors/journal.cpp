@@ -51,6 +51,40 @@ caf::error prepare_step(self_ptr self, journal_state::pending_purge& p) {
   return caf::none;
 }
 
+// Records a failed write: later appends are refused until `writable`.
+void fail(self_ptr self, caf::error err) {
+  auto& st = self->state;
+  st.failure = std::move(err);
+  st.stats.failure = message_of(st.failure);
+  st.retry_at = std::chrono::steady_clock::now() + st.cfg.retry_interval;
+  ES_ERROR("journal refuses appends until the log resumes: {}",
+           st.stats.failure);
+}
+
+// False while a write failure lasts. RocksDB stays in its error state after
+// a failed write; once the cause is gone (space freed, descriptors back) it
+// resumes and the journal writes again. A refused append changed nothing:
+// its job did not apply it.
+bool writable(self_ptr self) {
+  auto& st = self->state;
+  if (!st.failure)
+    return true;
+  auto now = std::chrono::steady_clock::now();
+  if (now < st.retry_at)
+    return false;
+  if (auto err = st.log->resume()) {
+    st.failure = err;
+    st.stats.failure = message_of(err);
+    st.retry_at = now + st.cfg.retry_interval;
+    return false;
+  }
+  ES_INFO("journal writes again (the failure was: {})", st.stats.failure);
+  st.failure = caf::none;
+  st.stats.failure.clear();
+  st.stats.resumed += 1;
+  return true;
+}
+
 // Writes every pending append as one batch and answers each of them.
 void commit(self_ptr self) {
   auto& st = self->state;
@@ -60,7 +94,7 @@ void commit(self_ptr self) {
     return;
   auto batch = std::move(st.pending);
   st.pending.clear();
-  if (st.failure) {
+  if (!writable(self)) {
     for (auto& p : batch)
       p.promise.deliver(st.failure);
     return;
@@ -78,9 +112,7 @@ void commit(self_ptr self) {
                   std::chrono::steady_clock::now() - start)
                   .count();
   if (err) {
-    st.failure = err;
-    st.stats.failure = message_of(err);
-    ES_ERROR("journal refuses all further appends: {}", st.stats.failure);
+    fail(self, err);
     for (auto& p : batch)
       p.promise.deliver(err);
     return;
@@ -109,13 +141,10 @@ void commit(self_ptr self) {
 // Under the batch policy, makes the written appends durable.
 void sync(self_ptr self) {
   auto& st = self->state;
-  if (st.cfg.sync != sync_policy::batch || st.failure)
+  if (st.cfg.sync != sync_policy::batch || !writable(self))
     return;
-  if (auto err = st.log->sync_wal()) {
-    st.failure = err;
-    st.stats.failure = message_of(err);
-    ES_ERROR("journal refuses all further appends: {}", st.stats.failure);
-  }
+  if (auto err = st.log->sync_wal())
+    fail(self, std::move(err));
 }
 
 // Runs one step of the oldest purge; commits it once its scan is complete.
@@ -128,7 +157,7 @@ void purge_step(self_ptr self) {
     p.promise.deliver(std::forward<decltype(result)>(result));
     st.purges.pop_front();
   };
-  if (st.failure) {
+  if (!writable(self)) {
     finish(st.failure);
   } else if (!p.planned) {
     // Reading the live jobs' old events is a step of its own; the scan of
@@ -159,7 +188,7 @@ caf::result<purge_stats> enqueue_purge(self_ptr self,
                                        std::vector<std::string> live,
                                        int64_t older_than_ms) {
   auto& st = self->state;
-  if (st.failure)
+  if (!writable(self))
     return st.failure;
   auto rp = self->make_response_promise<purge_stats>();
   journal_state::pending_purge p;
@@ -217,7 +246,7 @@ journal(journal_actor::stateful_pointer<journal_state> self,
     [=](append_atom, std::vector<log_record>& events,
         std::vector<snapshot_record>& snapshots) -> caf::result<uint64_t> {
       auto& st = self->state;
-      if (st.failure)
+      if (!writable(self))
         return st.failure;
       auto rp = self->make_response_promise<uint64_t>();
       st.pending.push_back({std::move(events), std::move(snapshots), rp});

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <deque>
 #include <vector>
 
@@ -46,9 +47,11 @@ struct journal_state {
   bool commit_scheduled = false;
   /// The scheduled commit already gave later appends one more turn.
   bool commit_deferred = false;
-  /// Sticky: once a write failed, the log's state is unknown and every later
-  /// append is refused with this error.
+  /// Set when a write failed: appends are refused with it until the log
+  /// resumes (tried at most every `cfg.retry_interval`).
   caf::error failure;
+  /// When the journal next asks the log to resume.
+  std::chrono::steady_clock::time_point retry_at;
   journal_stats stats;
   /// Where durable events go for live watchers; may be unset.
   event_hub_actor hub;

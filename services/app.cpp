@@ -44,6 +44,7 @@ caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
   storage::event_log_options log_opts;
   log_opts.path = opts.data_dir;
   log_opts.sync = opts.journal.sync == sync_policy::always;
+  log_opts.min_free_bytes = opts.min_free_space;
   auto log = storage::event_log::open(log_opts);
   if (!log)
     return log.error();
@@ -146,6 +147,10 @@ caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
   builder.AddChannelArgument(
     GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 2'000);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+  // A connection that has not finished its HTTP/2 handshake in 10 s is
+  // closed (gRPC's default is 2 min): a flood of silent TCP connections
+  // holds descriptors for seconds, not minutes.
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, 10'000);
   builder.SetMaxReceiveMessageSize(4 * 1024 * 1024);
   builder.SetMaxSendMessageSize(8 * 1024 * 1024);
   builder.AddListeningPort(opts.listen, grpc::InsecureServerCredentials(),

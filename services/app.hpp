@@ -42,6 +42,9 @@ struct app_options {
   std::chrono::milliseconds http_request_timeout{5000};
   /// Directory of the event log.
   std::string data_dir = "./recoverd-data";
+  /// Changes are refused (UNAVAILABLE) while the data directory's file
+  /// system has less free space than this; 0: no check.
+  uint64_t min_free_space = uint64_t{64} << 20;
   /// Journal settings.
   journal_config journal;
   /// Registry and job settings.

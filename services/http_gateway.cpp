@@ -24,6 +24,7 @@
 #include "services/http_server.hpp"
 #include "services/metrics.hpp"
 #include "services/status_mapping.hpp"
+#include "services/stream.hpp"
 
 namespace recoverd {
 
@@ -75,15 +76,20 @@ public:
       std::lock_guard<std::mutex> guard{mtx_};
       if (ended_)
         return false;
-      if (queue_.size() >= limit_) {
-        ES_WARN("http watch overflowed after {} queued events; closing it",
-                queue_.size());
-        queue_.clear();
+      if (queue_.size() >= limit_
+          || bytes_ + x.bytes.size() > stream_byte_limit) {
+        ES_WARN("http watch overflowed with {} events ({} bytes) queued; "
+                "closing it",
+                queue_.size(), bytes_);
+        std::deque<published_event>{}.swap(queue_);
+        bytes_ = 0;
         end_locked({grpc::StatusCode::RESOURCE_EXHAUSTED,
                     "watch consumer too slow: buffer of "
-                      + std::to_string(limit_) + " events full"},
+                      + std::to_string(limit_) + " events or "
+                      + std::to_string(stream_byte_limit) + " bytes full"},
                    hooks);
       } else {
+        bytes_ += x.bytes.size();
         queue_.push_back(x);
         cv_.notify_one();
         return true;
@@ -135,6 +141,7 @@ public:
     result.events.assign(std::make_move_iterator(queue_.begin()),
                          std::make_move_iterator(queue_.end()));
     queue_.clear();
+    bytes_ = 0;
     result.ended = ended_;
     result.status = status_;
     return result;
@@ -152,6 +159,7 @@ private:
   mutable std::mutex mtx_;
   std::condition_variable cv_;
   std::deque<published_event> queue_;
+  size_t bytes_ = 0;
   bool ended_ = false;
   grpc::Status status_;
   std::vector<std::function<void()>> hooks_;

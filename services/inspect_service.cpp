@@ -201,11 +201,11 @@ inspect_service::ListEvents(grpc::CallbackServerContext* ctx,
 }
 
 grpc::ServerWriteReactor<pi::EventRecord>*
-inspect_service::WatchEvents(grpc::CallbackServerContext*,
+inspect_service::WatchEvents(grpc::CallbackServerContext* ctx,
                              const pi::WatchEventsRequest* req) {
   using stream_type = grpc_stream<pi::EventRecord, published_event>;
   auto* stream = new stream_type(
-    stream_buffer_, [](const published_event& x, pi::EventRecord& out) {
+    ctx, stream_buffer_, [](const published_event& x, pi::EventRecord& out) {
       convert::to_proto(x, out);
     });
   event_sink_ptr sink = stream->sink();

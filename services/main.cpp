@@ -3,9 +3,11 @@
 
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <map>
 #include <pthread.h>
+#include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
 
@@ -74,6 +76,51 @@ std::string format_millis(millis x) {
 
 } // namespace
 
+namespace {
+
+// Parses a size: digits with an optional k, m or g (powers of 1024).
+bool parse_size(const std::string& text, uint64_t& out) {
+  size_t used = 0;
+  unsigned long long n = 0;
+  try {
+    n = std::stoull(text, &used);
+  } catch (const std::exception&) {
+    return false;
+  }
+  if (text.empty() || text[0] == '-' || text[0] == '+')
+    return false;
+  auto unit = text.substr(used);
+  int shift = unit.empty()                   ? 0
+              : unit == "k" || unit == "K" ? 10
+              : unit == "m" || unit == "M" ? 20
+              : unit == "g" || unit == "G" ? 30
+                                           : -1;
+  if (shift < 0 || (shift > 0 && n > (~0ull >> shift)))
+    return false;
+  out = static_cast<uint64_t>(n) << shift;
+  return true;
+}
+
+// Raises the soft limit on open files to the hard one: every agent stream
+// and HTTP client holds a descriptor, and RocksDB needs some for its next
+// WAL and SST files. With the common soft limit of 1024, an idle-connection
+// flood would starve the log.
+void raise_open_file_limit() {
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur >= lim.rlim_max)
+    return;
+  auto was = lim.rlim_cur;
+  lim.rlim_cur = lim.rlim_max;
+  if (::setrlimit(RLIMIT_NOFILE, &lim) != 0) {
+    ES_WARN("cannot raise the open-file limit from {}: {}", was,
+            std::strerror(errno));
+    return;
+  }
+  ES_INFO("open-file limit raised from {} to {}", was, lim.rlim_cur);
+}
+
+} // namespace
+
 int main(int argc, char** argv) {
   app_options opts;
   opts.http_listen = "127.0.0.1:8900";
@@ -109,6 +156,12 @@ int main(int argc, char** argv) {
     ->capture_default_str();
   cli.add_option("--data-dir", opts.data_dir,
                  "directory of the event log (created when missing)")
+    ->capture_default_str();
+  std::string min_free_space = "64m";
+  cli.add_option("--min-free-space", min_free_space,
+                 "changes are refused (UNAVAILABLE) while the data "
+                 "directory's file system has less free space (bytes, or "
+                 "with k, m, g; 0: no check)")
     ->capture_default_str();
   cli.add_option("--log-level", log_level,
                  "trace, debug, info, warn, error or off")
@@ -176,12 +229,19 @@ int main(int argc, char** argv) {
     return 2;
   }
   opts.http_request_timeout = request_timeout;
+  if (!parse_size(min_free_space, opts.min_free_space)) {
+    std::cerr << "recoverd: --min-free-space: not a size: " << min_free_space
+              << "\n";
+    return 2;
+  }
   for (const auto& w : wait_options)
     if (!parse_duration(waits[w.flag], opts.registry.job.waits.*w.member)) {
       std::cerr << "recoverd: " << w.flag << ": not a duration: "
                 << waits[w.flag] << "\n";
       return 2;
     }
+
+  raise_open_file_limit();
 
   // Signals are taken by sigwait below; every thread started from here on
   // inherits the mask.

@@ -192,11 +192,11 @@ platform_service::GetAnnotations(grpc::CallbackServerContext* ctx,
 }
 
 grpc::ServerWriteReactor<pb::Annotations>*
-platform_service::WatchAnnotations(grpc::CallbackServerContext*,
+platform_service::WatchAnnotations(grpc::CallbackServerContext* ctx,
                                    const pb::JobRef* req) {
   using stream_type = grpc_stream<pb::Annotations, annotations_view>;
   auto* stream = new stream_type(
-    stream_buffer_, [](const annotations_view& x, pb::Annotations& out) {
+    ctx, stream_buffer_, [](const annotations_view& x, pb::Annotations& out) {
       convert::to_proto(x, out);
     });
   annotations_sink_ptr sink = stream->sink();

@@ -73,7 +73,7 @@ recover_service::SubscribeProcessManageSignal(grpc::CallbackServerContext* ctx,
                                               const ::ClientInfo* req) {
   using stream_type = grpc_stream<::ProcessManageSignal, process_signal>;
   auto* stream = new stream_type(
-    stream_buffer_, [](const process_signal& x, ::ProcessManageSignal& out) {
+    ctx, stream_buffer_, [](const process_signal& x, ::ProcessManageSignal& out) {
       convert::to_proto(x, out);
     });
   signal_sink_ptr sink = stream->sink();
@@ -195,9 +195,10 @@ grpc::ServerUnaryReactor* recover_service::SwitchNicTrack(
 
 template <class Response>
 grpc::ServerWriteReactor<Response>*
-recover_service::operator_stream(const std::string& job_id, om_kind kind) {
+recover_service::operator_stream(grpc::CallbackServerContext* ctx,
+                                 const std::string& job_id, om_kind kind) {
   using stream_type = grpc_stream<Response, om_message>;
-  auto* stream = new stream_type(stream_buffer_,
+  auto* stream = new stream_type(ctx, stream_buffer_,
                                  [](const om_message& x, Response& out) {
                                    out.set_jobid(x.job_id);
                                    out.set_msg(x.msg);
@@ -212,17 +213,17 @@ recover_service::operator_stream(const std::string& job_id, om_kind kind) {
 }
 
 grpc::ServerWriteReactor<::SwitchNicResponse>*
-recover_service::SubscribeSwitchNicSignal(grpc::CallbackServerContext*,
+recover_service::SubscribeSwitchNicSignal(grpc::CallbackServerContext* ctx,
                                           const ::SwitchNicRequest* req) {
-  return operator_stream<::SwitchNicResponse>(req->jobid(), om_kind::switch_nic);
+  return operator_stream<::SwitchNicResponse>(ctx, req->jobid(), om_kind::switch_nic);
 }
 
 grpc::ServerWriteReactor<::SwitchRankList>*
-recover_service::SubscribeNotifySwitch(grpc::CallbackServerContext*,
+recover_service::SubscribeNotifySwitch(grpc::CallbackServerContext* ctx,
                                        const ::ClientInfo* req) {
   using stream_type = grpc_stream<::SwitchRankList, switch_rank_list>;
   auto* stream = new stream_type(
-    stream_buffer_, [](const switch_rank_list& x, ::SwitchRankList& out) {
+    ctx, stream_buffer_, [](const switch_rank_list& x, ::SwitchRankList& out) {
       for (const auto& r : x.ranks)
         out.add_rankid(r);
       for (bool op : x.to_backup)
@@ -263,17 +264,17 @@ grpc::ServerUnaryReactor* recover_service::StressTest(
 }
 
 grpc::ServerWriteReactor<::StressTestResponse>*
-recover_service::SubscribeStressTestResponse(grpc::CallbackServerContext*,
+recover_service::SubscribeStressTestResponse(grpc::CallbackServerContext* ctx,
                                              const ::StressTestRequest* req) {
-  return operator_stream<::StressTestResponse>(req->jobid(), om_kind::stress);
+  return operator_stream<::StressTestResponse>(ctx, req->jobid(), om_kind::stress);
 }
 
 grpc::ServerWriteReactor<::StressTestRankParams>*
-recover_service::SubscribeNotifyExecStressTest(grpc::CallbackServerContext*,
+recover_service::SubscribeNotifyExecStressTest(grpc::CallbackServerContext* ctx,
                                                const ::ClientInfo* req) {
   using stream_type = grpc_stream<::StressTestRankParams, stress_rank_params>;
   auto* stream = new stream_type(
-    stream_buffer_, [](const stress_rank_params& x, ::StressTestRankParams& out) {
+    ctx, stream_buffer_, [](const stress_rank_params& x, ::StressTestRankParams& out) {
       for (const auto& [rank, ops] : x.params) {
         auto& list = (*out.mutable_stressparam())[rank];
         for (auto op : ops)

@@ -84,7 +84,8 @@ public:
 private:
   // Opens an operator stream of `kind`.
   template <class Response>
-  grpc::ServerWriteReactor<Response>* operator_stream(const std::string& job_id,
+  grpc::ServerWriteReactor<Response>* operator_stream(grpc::CallbackServerContext* ctx,
+                                                     const std::string& job_id,
                                                       om_kind kind);
 
   // Hands a report to the job's recovery machine.

@@ -2,9 +2,12 @@
 
 /// A gRPC server stream fed by an actor: `grpc_sink` implements the actors'
 /// `stream_sink` over a callback-API write reactor. At most one write is in
-/// flight; the rest wait in a bounded queue; overflow ends the stream with
-/// RESOURCE_EXHAUSTED. Nothing here blocks beyond a short mutex.
+/// flight; the rest wait in a queue bounded in messages and in bytes;
+/// overflow ends the stream with RESOURCE_EXHAUSTED, and cancels it when
+/// its client has stopped reading (a write that never completes would keep
+/// it open for good). Nothing here blocks beyond a short mutex.
 
+#include <algorithm>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -19,6 +22,10 @@
 
 namespace recoverd {
 
+/// Most bytes a stream queues for a slow client: a large message (an
+/// annotations view of a big job) must not multiply by the message limit.
+constexpr size_t stream_byte_limit = size_t{4} << 20;
+
 /// The actor-facing end of a server stream of `Proto` messages built from
 /// `Domain` values.
 template <class Proto, class Domain>
@@ -27,28 +34,25 @@ public:
   /// Fills a message from a domain value.
   using convert_fn = std::function<void(const Domain&, Proto&)>;
 
-  grpc_sink(size_t limit, convert_fn convert)
-    : limit_(limit), convert_(std::move(convert)) {
+  grpc_sink(size_t limit, convert_fn convert,
+            size_t byte_limit = stream_byte_limit)
+    : limit_(limit), byte_limit_(byte_limit), convert_(std::move(convert)) {
     // nop
   }
 
   bool push(const Domain& x) override {
+    Proto msg;
+    convert_(x, msg);
+    auto size = msg.ByteSizeLong();
     std::lock_guard<std::mutex> guard{mtx_};
     if (owner_ == nullptr || cancelled_ || finish_requested_)
       return false;
-    if (queue_.size() >= limit_) {
-      ES_WARN("stream overflowed after {} queued messages; closing it",
-              queue_.size());
-      queue_.clear();
-      finish_requested_ = true;
-      final_ = grpc::Status{grpc::StatusCode::RESOURCE_EXHAUSTED,
-                            "stream consumer too slow: buffer of "
-                              + std::to_string(limit_) + " messages full"};
-      pump_locked();
+    if (queue_.size() >= limit_ || queued_bytes_ + size > byte_limit_) {
+      overflow_locked();
       return false;
     }
-    queue_.emplace_back();
-    convert_(x, queue_.back());
+    queued_bytes_ += size;
+    queue_.push_back(std::move(msg));
     pump_locked();
     return true;
   }
@@ -78,12 +82,21 @@ public:
     return closed_ || cancelled_;
   }
 
+  /// Messages waiting to be written.
+  size_t queued() const {
+    std::lock_guard<std::mutex> guard{mtx_};
+    return queue_.size();
+  }
+
   // -- reactor side -----------------------------------------------------------
 
-  /// Binds the reactor that writes for this sink.
-  void attach(grpc::ServerWriteReactor<Proto>* owner) {
+  /// Binds the reactor that writes for this sink and the call it serves
+  /// (null in tests without a call: overflow then only finishes).
+  void attach(grpc::ServerWriteReactor<Proto>* owner,
+              grpc::CallbackServerContext* call = nullptr) {
     std::lock_guard<std::mutex> guard{mtx_};
     owner_ = owner;
+    call_ = call;
   }
 
   /// A write completed.
@@ -99,6 +112,7 @@ public:
   void cancel() {
     std::lock_guard<std::mutex> guard{mtx_};
     cancelled_ = true;
+    drop_queue_locked();
     pump_locked();
   }
 
@@ -108,7 +122,9 @@ public:
     {
       std::lock_guard<std::mutex> guard{mtx_};
       owner_ = nullptr;
+      call_ = nullptr;
       closed_ = true;
+      drop_queue_locked();
       hooks.swap(hooks_);
     }
     for (auto& f : hooks)
@@ -116,6 +132,28 @@ public:
   }
 
 private:
+  // The client reads too slowly: what is queued goes, the stream ends with
+  // RESOURCE_EXHAUSTED. A write still in flight to a client that stopped
+  // reading never completes, so the call is cancelled instead of waiting.
+  void overflow_locked() {
+    ES_WARN("stream overflowed with {} messages ({} bytes) queued; closing it",
+            queue_.size(), queued_bytes_);
+    drop_queue_locked();
+    finish_requested_ = true;
+    final_ = grpc::Status{grpc::StatusCode::RESOURCE_EXHAUSTED,
+                          "stream consumer too slow: buffer of "
+                            + std::to_string(limit_) + " messages or "
+                            + std::to_string(byte_limit_) + " bytes full"};
+    if (writing_ && call_ != nullptr)
+      call_->TryCancel();
+    pump_locked();
+  }
+
+  void drop_queue_locked() {
+    std::deque<Proto>{}.swap(queue_);
+    queued_bytes_ = 0;
+  }
+
   void pump_locked() {
     // In gRPC 1.51 StartWrite/Finish never call back inline, so calling them
     // under the mutex is safe.
@@ -124,6 +162,7 @@ private:
     if (!queue_.empty() && !cancelled_) {
       in_flight_ = std::move(queue_.front());
       queue_.pop_front();
+      queued_bytes_ -= std::min(queued_bytes_, in_flight_.ByteSizeLong());
       writing_ = true;
       owner_->StartWrite(&in_flight_);
     } else if (finish_requested_ || cancelled_) {
@@ -133,10 +172,13 @@ private:
   }
 
   const size_t limit_;
+  const size_t byte_limit_;
   convert_fn convert_;
   mutable std::mutex mtx_;
   grpc::ServerWriteReactor<Proto>* owner_ = nullptr;
+  grpc::CallbackServerContext* call_ = nullptr;
   std::deque<Proto> queue_;
+  size_t queued_bytes_ = 0;
   Proto in_flight_;
   bool writing_ = false;
   bool finish_requested_ = false;
@@ -154,9 +196,14 @@ public:
   /// The sink type this stream serves.
   using sink_type = grpc_sink<Proto, Domain>;
 
-  grpc_stream(size_t limit, typename sink_type::convert_fn convert)
-    : sink_(std::make_shared<sink_type>(limit, std::move(convert))) {
-    sink_->attach(this);
+  /// A stream of the call `call`, queueing at most `limit` messages and
+  /// `byte_limit` bytes.
+  grpc_stream(grpc::CallbackServerContext* call, size_t limit,
+              typename sink_type::convert_fn convert,
+              size_t byte_limit = stream_byte_limit)
+    : sink_(std::make_shared<sink_type>(limit, std::move(convert),
+                                        byte_limit)) {
+    sink_->attach(this, call);
   }
 
   /// The actor-facing end.

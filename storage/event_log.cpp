@@ -1,8 +1,12 @@
 #include "storage/event_log.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <mutex>
+#include <optional>
+
+#include <sys/statvfs.h>
 
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
@@ -35,6 +39,41 @@ constexpr const char* cf_names[cf_count]
 // read-only open (which cannot create them) treats them as empty.
 constexpr bool optional_family(size_t x) {
   return x == cf_incidents || x == cf_bases;
+}
+
+// Free bytes (for unprivileged users) of the file system holding `path`, or
+// of its nearest existing parent.
+std::optional<uint64_t> free_bytes(std::filesystem::path path) {
+  struct statvfs fs {};
+  while (::statvfs(path.c_str(), &fs) != 0) {
+    if (!path.has_parent_path() || path.parent_path() == path)
+      return std::nullopt;
+    path = path.parent_path();
+  }
+  return static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+}
+
+std::string mib(uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f MiB",
+                static_cast<double>(bytes) / (1 << 20));
+  return buf;
+}
+
+// Refuses `what` when fewer than `reserve + need` bytes are free on the file
+// system of `path`: "No space left on device" with the figures.
+caf::error check_space(const std::string& path, uint64_t reserve,
+                       uint64_t need, const char* what) {
+  if (reserve == 0)
+    return caf::none;
+  auto free = free_bytes(path);
+  if (!free || *free >= reserve + need)
+    return caf::none;
+  return make_error(errc::storage_failure,
+                    std::string{what} + ": No space left on device: "
+                      + mib(*free) + " free in " + path
+                      + ", below the reserve of " + mib(reserve)
+                      + " (--min-free-space)");
 }
 
 caf::error io_error(const std::string& what, const rocksdb::Status& st) {
@@ -143,6 +182,12 @@ event_log::open(const event_log_options& opts) {
   if (opts.read_only && !std::filesystem::exists(opts.path))
     return make_error(errc::storage_failure,
                       "no event log in " + opts.path + " (no such directory)");
+  // Opening writes (a new WAL, OPTIONS, MANIFEST): on a full disk RocksDB
+  // would abort, so refuse first and say why.
+  if (!opts.read_only)
+    if (auto err = check_space(opts.path, opts.min_free_bytes, 0,
+                               "cannot open the event log"))
+      return err;
   // Which families to open: all of them, except, read-only, the optional
   // ones an older log lacks.
   std::vector<size_t> opened;
@@ -237,6 +282,14 @@ caf::error event_log::append(const std::vector<log_record>& events,
       return make_error(errc::storage_failure,
                         "append failed: IO error: " + impl_->injected_failure);
   }
+  uint64_t need = 0;
+  for (const auto& rec : events)
+    need += rec.bytes.size();
+  for (const auto& snap : snapshots)
+    need += snap.bytes.size();
+  if (auto err = check_space(impl_->opts.path, impl_->opts.min_free_bytes,
+                             need, "append refused"))
+    return err;
   rocksdb::WriteBatch batch;
   auto position = impl_->last_position;
   for (const auto& rec : events) {
@@ -476,6 +529,9 @@ caf::expected<bool> event_log::discard(const std::string& job_id,
   batch.Put(impl_->h(cf_meta), position_floor_key, be64(impl_->last_position));
   rocksdb::WriteOptions wo;
   wo.sync = true;
+  if (auto err = check_space(impl_->opts.path, impl_->opts.min_free_bytes, 0,
+                             "discard refused"))
+    return err;
   if (auto st = impl_->db->Write(wo, &batch); !st.ok())
     return io_error("cannot discard event " + std::to_string(seq) + " of "
                       + job_id,
@@ -627,6 +683,10 @@ caf::expected<purge_stats> event_log::commit_purge(const purge_plan& plan) {
     batch.Delete(impl_->h(cf_global), be64(position));
   stats.index_entries = plan.positions.size();
   batch.Put(impl_->h(cf_meta), position_floor_key, be64(impl_->last_position));
+  // Deletes need room too: tombstones go to the WAL first.
+  if (auto err = check_space(impl_->opts.path, impl_->opts.min_free_bytes, 0,
+                             "purge refused"))
+    return err;
   if (auto st = impl_->db->Write(impl_->write_opts, &batch); !st.ok())
     return io_error("purge failed", st);
   return stats;
@@ -688,6 +748,22 @@ caf::error event_log::reader::for_each(
   }
   if (!it.status().ok())
     return io_error("cannot read events of " + job_id, it.status());
+  return caf::none;
+}
+
+caf::error event_log::resume() {
+  {
+    std::lock_guard<std::mutex> guard{impl_->fault_mtx};
+    if (!impl_->injected_failure.empty())
+      return make_error(errc::storage_failure,
+                        "resume failed: IO error: " + impl_->injected_failure);
+  }
+  if (auto err = check_space(impl_->opts.path, impl_->opts.min_free_bytes, 0,
+                             "cannot resume writing"))
+    return err;
+  // Resume() answers OK when there is no error to leave.
+  if (auto st = impl_->db->Resume(); !st.ok())
+    return io_error("cannot resume writing", st);
   return caf::none;
 }
 

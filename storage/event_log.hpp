@@ -31,6 +31,12 @@ struct event_log_options {
   bool read_only = false;
   /// RocksDB memtable size in bytes; 0 means 16 MB.
   size_t write_buffer_size = 0;
+  /// Appends are refused while the file system of `path` has less free
+  /// space than this (plus the append), so that RocksDB itself never runs
+  /// out of space: Debian's RocksDB is built with assertions, and a WAL
+  /// write failing with ENOSPC aborts the process inside `Write`. The room
+  /// is for memtable flushes and a new WAL. 0: no check.
+  uint64_t min_free_bytes = uint64_t{64} << 20;
 };
 
 /// One stored event of a job.
@@ -173,6 +179,12 @@ public:
 
   /// Directory of the database.
   const std::string& path() const;
+
+  /// After a failed write: asks RocksDB to leave its error state (it flushes
+  /// the memtables and starts a new WAL), so that a transient failure (a
+  /// full disk freed, a file-descriptor shortage) does not stop the log for
+  /// good. Fails while the cause lasts.
+  caf::error resume();
 
   /// Testing aid: every later append fails as an I/O error would, with
   /// `reason` in its message.

@@ -53,7 +53,9 @@ struct registry_fixture : test::actor_fixture {
 
   void start(std::vector<initial_job> initial, std::vector<deleted_job> deleted,
              size_t max_jobs = 100) {
-    journal_hdl = sys().spawn(recoverd::journal, log.get(), journal_config{});
+    journal_config jc;
+    jc.retry_interval = millis{0}; // resume at the next append
+    journal_hdl = sys().spawn(recoverd::journal, log.get(), jc);
     registry = sys().spawn(job_registry, config(max_jobs), journal_hdl,
                            std::move(initial), std::move(deleted),
                            static_cast<const storage::event_log*>(log.get()));
@@ -365,8 +367,8 @@ TEST_CASE_FIXTURE(registry_fixture, "a restart rebuilds jobs, annotations "
 }
 
 TEST_CASE_FIXTURE(registry_fixture, "a storage failure is reported, changes "
-                                    "nothing, and every later change is "
-                                    "refused") {
+                                    "nothing, refuses changes while it lasts "
+                                    "and is not sticky") {
   put(test::make_job("j"));
   log->inject_write_failure("Input/output error");
   auto err = request_error<biz_status>(registry, init_atom::value,
@@ -376,8 +378,7 @@ TEST_CASE_FIXTURE(registry_fixture, "a storage failure is reported, changes "
   auto status = request<job_status>(registry, get_atom::value, std::string{"j"});
   CHECK_FALSE(status.inited);
   CHECK(status.last_seq == 1);
-  MESSAGE("sticky: even if the disk recovers, the journal stays refusing");
-  log->inject_write_failure("");
+  MESSAGE("while the cause lasts, every change is refused");
   err = request_error<put_result>(registry, put_atom::value,
                                   test::make_job("k"));
   CHECK(errc_of(err) == errc::storage_failure);
@@ -386,6 +387,25 @@ TEST_CASE_FIXTURE(registry_fixture, "a storage failure is reported, changes "
         == errc::unknown_job);
   auto stats = request<journal_stats>(journal_hdl, status_atom::value);
   CHECK_FALSE(stats.failure.empty());
+  CHECK(stats.resumed == 0);
+  MESSAGE("once the disk recovers, the journal resumes and writes again");
+  log->inject_write_failure("");
+  put(test::make_job("k"));
+  CHECK(request<job_status>(registry, get_atom::value, std::string{"k"})
+          .last_seq
+        == 1);
+  CHECK(request<biz_status>(registry, init_atom::value,
+                            client_info{"j", "t", ""})
+          .code
+        == 0);
+  stats = request<journal_stats>(journal_hdl, status_atom::value);
+  CHECK(stats.failure.empty());
+  CHECK(stats.resumed == 1);
+  MESSAGE("nothing refused reached the log; what was acknowledged is there");
+  auto replayed = storage::replay_job(*log, "j");
+  REQUIRE(replayed);
+  CHECK(replayed->state.seq == 2);
+  CHECK(replayed->state.inited);
 }
 
 TEST_CASE_FIXTURE(registry_fixture, "the journal groups concurrent appends "

@@ -571,7 +571,9 @@ TEST_CASE("inspect: watches per job and cluster-wide, server-sent events, "
   while (slow->Read(&e))
     ++read;
   auto st = slow->Finish();
-  CHECK(st.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
+  // A write its client never takes is cancelled rather than waited for.
+  CHECK((st.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED
+         || st.error_code() == grpc::StatusCode::CANCELLED));
   CHECK(read < 24);
   CHECK(fx.has_metric("recoverd_event_watchers_dropped_total 1"));
   CHECK(fx.has_metric("recoverd_event_watchers 0"));

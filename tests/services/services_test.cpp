@@ -6,6 +6,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "actors/error.hpp"
+#include "fixtures/service_fixture.hpp"
 #include "fixtures/temp_dir.hpp"
 #include "platform.grpc.pb.h"
 #include "recover.grpc.pb.h"
@@ -15,112 +16,9 @@
 using namespace recoverd;
 namespace pb = recoverd::platform::v1;
 using namespace std::chrono_literals;
-
-namespace {
-
-std::unique_ptr<app> start_app(const std::string& dir,
-                               const std::string& listen = "127.0.0.1:0",
-                               millis keepalive = 200ms) {
-  app_options opts;
-  opts.listen = listen;
-  opts.data_dir = dir;
-  opts.registry.job.waits.keepalive = keepalive;
-  opts.worker_threads = 2;
-  auto x = app::start(opts);
-  REQUIRE_MESSAGE(x, (x ? "" : message_of(x.error())));
-  return std::move(*x);
-}
-
-/// A running in-process daemon and stubs for both services.
-struct service_fixture {
-  test::temp_dir dir;
-  std::unique_ptr<app> daemon;
-  std::shared_ptr<grpc::Channel> channel;
-  std::unique_ptr<pb::Platform::Stub> platform;
-  std::unique_ptr<::Recover::Stub> recover;
-
-  explicit service_fixture(millis keepalive = 200ms) {
-    daemon = start_app(dir / "db", "127.0.0.1:0", keepalive);
-    channel = grpc::CreateChannel(daemon->address(),
-                                  grpc::InsecureChannelCredentials());
-    platform = pb::Platform::NewStub(channel);
-    recover = ::Recover::NewStub(channel);
-  }
-
-  static std::unique_ptr<grpc::ClientContext> ctx(millis deadline = 10s) {
-    auto c = std::make_unique<grpc::ClientContext>();
-    c->set_deadline(std::chrono::system_clock::now() + deadline);
-    return c;
-  }
-
-  grpc::Status put(const pb::JobSpec& spec, pb::PutJobResponse* out = nullptr) {
-    pb::PutJobRequest req;
-    *req.mutable_spec() = spec;
-    pb::PutJobResponse resp;
-    auto c = ctx();
-    auto st = platform->PutJob(c.get(), req, &resp);
-    if (out)
-      *out = resp;
-    return st;
-  }
-
-  ::Status call(grpc::Status (::Recover::Stub::*method)(grpc::ClientContext*,
-                                                        const ::ClientInfo&,
-                                                        ::Status*),
-                const std::string& job) {
-    ::ClientInfo req;
-    req.set_jobid(job);
-    req.set_role("test");
-    ::Status resp;
-    auto c = ctx();
-    auto st = ((*recover).*method)(c.get(), req, &resp);
-    REQUIRE_MESSAGE(st.ok(), st.error_message());
-    return resp;
-  }
-
-  ::Status init(const std::string& job) {
-    return call(&::Recover::Stub::Init, job);
-  }
-
-  ::Status reg(const std::string& job) {
-    return call(&::Recover::Stub::Register, job);
-  }
-
-  pb::JobStatus get(const std::string& job) {
-    pb::JobRef req;
-    req.set_jobid(job);
-    pb::JobStatus resp;
-    auto c = ctx();
-    auto st = platform->GetJob(c.get(), req, &resp);
-    REQUIRE_MESSAGE(st.ok(), st.error_message());
-    return resp;
-  }
-};
-
-pb::JobSpec spec_of(const std::string& id, int pods = 2, int devices = 2) {
-  pb::JobSpec spec;
-  spec.set_jobid(id);
-  spec.set_name("name-" + id);
-  spec.set_namespace_("ns1");
-  spec.set_framework("pytorch");
-  spec.add_recoverstrategies("recover");
-  spec.set_processrecoverenable(true);
-  for (int p = 0; p < pods; ++p) {
-    auto* pod = spec.add_pods();
-    pod->set_podrank(p);
-    pod->set_uid(id + "-uid-" + std::to_string(p));
-    pod->set_nodename("node-" + std::to_string(p));
-    pod->set_running(true);
-    for (int d = 0; d < devices; ++d) {
-      auto* dev = pod->add_devices();
-      dev->set_deviceid(std::to_string(d));
-      dev->set_rankid(std::to_string(p * devices + d));
-    }
-  }
-  return spec;
-}
-
-} // namespace
+using recoverd::test::service_fixture;
+using recoverd::test::spec_of;
+using recoverd::test::start_app;
 
 TEST_CASE_FIXTURE(service_fixture, "Platform: put, get, list and delete") {
   pb::PutJobResponse resp;

@@ -617,3 +617,24 @@ TEST_CASE("applying a moved event gives the same state as applying a copy") {
   CHECK(moved.spec.annotations.at("ProcessRecoverStatus") == "recovering");
   CHECK(encode_snapshot(moved) == encode_snapshot(copied));
 }
+
+TEST_CASE("with less free space than the reserve, opening and appending are "
+          "refused before RocksDB runs out of space") {
+  test::temp_dir dir;
+  event_log_options opts;
+  opts.path = dir / "db";
+  // More than any disk here has free.
+  opts.min_free_bytes = uint64_t{1} << 60;
+  auto refused = event_log::open(opts);
+  REQUIRE_FALSE(refused);
+  CHECK(message_of(refused.error()).find("No space left on device")
+        != std::string::npos);
+  CHECK(message_of(refused.error()).find("--min-free-space")
+        != std::string::npos);
+  MESSAGE("without a reserve, the same directory opens");
+  opts.min_free_bytes = 0;
+  auto log = event_log::open(opts);
+  REQUIRE(log);
+  CHECK_FALSE((*log)->append({{"j", 1, "x"}}, {}));
+  CHECK_FALSE((*log)->resume());
+}

@@ -86,6 +86,11 @@ public:
     }
   }
 
+  /// The child's process id (-1 when it could not be started).
+  pid_t pid() const {
+    return pid_;
+  }
+
   /// Sends a signal.
   void kill(int sig) {
     if (pid_ > 0)
