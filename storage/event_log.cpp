@@ -97,6 +97,15 @@ struct event_log::impl {
   std::string injected_failure;
 
   ~impl() {
+    if (db && !opts.read_only
+        && check_space(opts.path, opts.min_free_bytes, 0, "close")) {
+      // On a full disk RocksDB's flush and close abort the process (its
+      // file writers assert after ENOSPC). Leave the database as a crash
+      // would: every acknowledged append is in the WAL, which the next
+      // open replays.
+      (void) db.release();
+      return;
+    }
     if (db) {
       // With the WAL on, Close() does not flush: the next open would replay
       // every unflushed write from the WAL, which for a big log takes
