@@ -138,8 +138,10 @@ caf::result<ok_atom> add_worker(self_ptr self, Sinks& sinks, Sink sink) {
     return make_error(errc::not_registered,
                       "jobId=" + m.spec.job_id
                         + " not registed, please wait agent register");
-  sinks.push_back(std::move(sink));
+  sinks.push_back(sink);
   deliver_outbox(self);
+  // A list delivered before (to a worker that may be gone) goes again.
+  redeliver_awaited(self, sink);
   return ok_atom::value;
 }
 
@@ -180,8 +182,10 @@ caf::result<ok_atom> attach_subscriber(self_ptr self, client_info client,
       arm_keepalive(self);
       rp.deliver(ok_atom::value);
       // Design §4.1: a pending signal goes to the new subscriber with
-      // its original uuid.
+      // its original uuid, and so does one delivered before whose answer
+      // the current wait still waits for.
       deliver_outbox(self);
+      redeliver_awaited(self, sink);
     },
     [=](caf::error& err) mutable {
       sink->finish(err);

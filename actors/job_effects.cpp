@@ -111,24 +111,71 @@ bool push_to_worker(Sinks& ws, const T& payload) {
   return !ws.empty();
 }
 
+bool is_worker_signal(const process_signal& sig) {
+  return sig.signal_type == "SwitchRankList"
+    || sig.signal_type == "StressTestRankParams";
+}
+
+// The worker messages are built from the running action, not stored: the
+// outbox (or the awaited signal) holds only their marker.
+switch_rank_list switch_list_of(const job_model& m) {
+  return {m.rec.action.switch_ranks, m.rec.action.switch_ops, m.spec.job_id};
+}
+
+stress_rank_params stress_params_of(const job_model& m) {
+  return {m.rec.action.stress_params, m.spec.job_id};
+}
+
+// The awaited signal if it is `type` (for a worker stream) or an agent
+// signal (type empty), else null.
+const process_signal* awaited_for(const job_state& st, const char* type) {
+  const auto& awaited = st.model.rec.flow.awaited;
+  if (!awaited || st.model.rec.flow.outbox)
+    return nullptr;
+  if (type == nullptr ? is_worker_signal(*awaited)
+                      : awaited->signal_type != type)
+    return nullptr;
+  return &*awaited;
+}
+
 } // namespace
+
+void redeliver_awaited(job_self self, const signal_sink_ptr& sink) {
+  auto& st = self->state;
+  const auto* sig = awaited_for(st, nullptr);
+  if (sig == nullptr || !sink->push(*sig))
+    return;
+  ES_INFO("job {} sent {} {} again to a new agent stream (uuid {})",
+          st.model.spec.job_id, sig->signal_type, sig->change_strategy,
+          sig->uuid);
+}
+
+void redeliver_awaited(job_self self, const switch_sink_ptr& sink) {
+  auto& st = self->state;
+  if (awaited_for(st, "SwitchRankList") != nullptr
+      && sink->push(switch_list_of(st.model)))
+    ES_INFO("job {} sent SwitchRankList again to a new worker",
+            st.model.spec.job_id);
+}
+
+void redeliver_awaited(job_self self, const stress_sink_ptr& sink) {
+  auto& st = self->state;
+  if (awaited_for(st, "StressTestRankParams") != nullptr
+      && sink->push(stress_params_of(st.model)))
+    ES_INFO("job {} sent StressTestRankParams again to a new worker",
+            st.model.spec.job_id);
+}
 
 void deliver_outbox(job_self self) {
   auto& st = self->state;
   if (!st.model.rec.flow.outbox)
     return;
   auto sig = *st.model.rec.flow.outbox;
-  const auto& rec = st.model.rec;
   const auto& id = st.model.spec.job_id;
-  bool to_worker = sig.signal_type == "SwitchRankList"
-    || sig.signal_type == "StressTestRankParams";
-  if (to_worker) {
+  if (is_worker_signal(sig)) {
     bool sent = sig.signal_type == "SwitchRankList"
-      ? push_to_worker(
-        st.switch_workers,
-        switch_rank_list{rec.action.switch_ranks, rec.action.switch_ops, id})
-      : push_to_worker(st.stress_workers,
-                       stress_rank_params{rec.action.stress_params, id});
+      ? push_to_worker(st.switch_workers, switch_list_of(st.model))
+      : push_to_worker(st.stress_workers, stress_params_of(st.model));
     if (!sent)
       return;
     ES_INFO("job {} sent {} to a worker", id, sig.signal_type);

@@ -51,6 +51,21 @@ void arm_flow_timer(job_self self);
 /// the newest worker stream); its delivery is the next input.
 void deliver_outbox(job_self self);
 
+/// Gives a new agent stream the signal the current wait waits on, with its
+/// original uuid (design §4.1): it was delivered before, but the agent may
+/// have lost it, or lost the report that answered it, while recoverd was
+/// down. Not an input of the machine: the wait and its deadline go on.
+void redeliver_awaited(job_self self, const signal_sink_ptr& sink);
+
+/// Gives a new SubscribeNotifySwitch stream the SwitchRankList the current
+/// wait waits on, rebuilt from the running action.
+void redeliver_awaited(job_self self, const switch_sink_ptr& sink);
+
+/// Gives a new SubscribeNotifyExecStressTest stream the
+/// StressTestRankParams the current wait waits on, rebuilt from the running
+/// action.
+void redeliver_awaited(job_self self, const stress_sink_ptr& sink);
+
 /// Sends a keep-alive to the agent stream.
 void push_keepalive(job_self self);
 

@@ -113,6 +113,8 @@ void to_proto(const recovery& x, pe::RecoveryState& out) {
     to_proto(r, *out.add_results());
   if (f.outbox)
     convert::to_proto(*f.outbox, *out.mutable_outbox());
+  if (f.awaited)
+    convert::to_proto(*f.awaited, *out.mutable_awaited());
   out.set_deadlinems(f.deadline_ms);
   out.set_deadlineevent(to_string(f.deadline_event));
   out.set_flowstartedms(f.started_ms);
@@ -164,6 +166,8 @@ recovery from_proto(const pe::RecoveryState& x, name_reader& names) {
     f.results.push_back(from_proto(r));
   if (x.has_outbox())
     f.outbox = convert::from_proto(x.outbox());
+  if (x.has_awaited())
+    f.awaited = convert::from_proto(x.awaited());
   f.deadline_ms = x.deadlinems();
   f.deadline_event = names.event(x.deadlineevent(), "deadlineEvent");
   f.started_ms = x.flowstartedms();

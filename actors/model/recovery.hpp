@@ -57,6 +57,10 @@ struct flow_part {
   std::vector<recover_report> results;
   /// The signal the current Notify state delivers; empty when none.
   std::optional<process_signal> outbox;
+  /// The signal delivered last, whose answer the current wait waits for;
+  /// empty outside such a wait. A new agent or worker stream gets it again
+  /// with its uuid (design §4.1), without a second delivery input.
+  std::optional<process_signal> awaited;
   /// Absolute deadline of the current wait (Unix ms); 0 when none.
   int64_t deadline_ms = 0;
   /// The event the machine receives at the deadline.

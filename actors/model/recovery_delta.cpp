@@ -50,6 +50,7 @@ void for_each_field(F&& f) {
   f(rf::om_done, "omDone", [](auto& r) -> auto& { return r.job.om_done; });
   f(rf::om_last_kind, "omLastKind", [](auto& r) -> auto& { return r.job.om_last_kind; });
   f(rf::unhealthy_nodes, "unhealthyNodes", [](auto& r) -> auto& { return r.job.unhealthy_nodes; });
+  f(rf::awaited, "awaited", [](auto& r) -> auto& { return r.flow.awaited; });
   // clang-format on
 }
 

@@ -57,10 +57,13 @@ enum class recovery_field : uint8_t {
   om_done,
   om_last_kind,
   unhealthy_nodes,
+  // Added later (records name fields, so the order is free; new ones go
+  // last all the same). flow_part:
+  awaited,
 };
 
 /// Number of `recovery_field`s.
-constexpr size_t recovery_field_count = 36;
+constexpr size_t recovery_field_count = 37;
 
 /// The record name of a field, e.g. "faultPods".
 const char* to_string(recovery_field x);

@@ -615,3 +615,101 @@ TEST_CASE_FIXTURE(registry_fixture, "snapshots stay every N events across "
   CHECK(replayed->events_replayed == 0);
   CHECK(replayed->state.spec.annotations.at("k") == "6");
 }
+
+TEST_CASE_FIXTURE(registry_fixture, "redeliver: a new agent stream in a wait "
+                                    "gets the awaited signal again, same "
+                                    "uuid, also after a restart; the flow "
+                                    "does not move by itself") {
+  put(test::make_job("j"));
+  init("j");
+  reg("j");
+  auto agent = subscribe("j");
+  auto report = [&](flow_input in) {
+    return request<biz_status>(registry, report_atom::value,
+                               client_info{"j", "", "test"}, std::move(in));
+  };
+  flow_input fault;
+  fault.kind = report_kind::process;
+  fault.faults = {{"0", "1"}};
+  CHECK(report(fault).code == 0);
+  REQUIRE(agent->items.size() == 1);
+  auto stop = agent->items[0];
+  CHECK(stop.signal_type == "stopTrain");
+  auto waiting = request<job_status>(registry, get_atom::value, std::string{"j"});
+  REQUIRE(waiting.recovery_state == to_string(st::wait_stop_complete));
+  auto timers = sched.clock().schedule().size();
+  MESSAGE("the agent re-subscribes: stopTrain again, nothing else happens");
+  auto second = subscribe("j");
+  REQUIRE(second->items.size() == 1);
+  CHECK(second->items[0] == stop);
+  auto status = request<job_status>(registry, get_atom::value, std::string{"j"});
+  CHECK(status.recovery_state == waiting.recovery_state);
+  // Only the take-over was written: no second delivery step.
+  auto kinds = event_kinds("j");
+  REQUIRE(status.last_seq == waiting.last_seq + 2);
+  CHECK(kinds[kinds.size() - 2] == "subscriber_detached");
+  CHECK(kinds.back() == "subscriber_attached");
+  // The new stream's keep-alive is the one timer added.
+  CHECK(sched.clock().schedule().size() == timers + 1);
+  MESSAGE("a restart replays it; the next stream gets it too");
+  restart();
+  auto third = subscribe("j");
+  REQUIRE_FALSE(third->items.empty());
+  CHECK(third->items[0] == stop);
+  status = request<job_status>(registry, get_atom::value, std::string{"j"});
+  CHECK(status.recovery_state == waiting.recovery_state);
+  MESSAGE("the report it waits for moves the flow on");
+  flow_input done;
+  done.kind = report_kind::stop;
+  CHECK(report(done).code == 0);
+  status = request<job_status>(registry, get_atom::value, std::string{"j"});
+  CHECK(status.recovery_state != waiting.recovery_state);
+  MESSAGE("left the wait: a new stream gets only what is pending now");
+  auto fourth = subscribe("j");
+  for (const auto& sig : fourth->items)
+    CHECK(sig.signal_type != "stopTrain");
+}
+
+TEST_CASE_FIXTURE(registry_fixture, "redeliver: a new worker stream of a "
+                                    "link switch gets the SwitchRankList "
+                                    "again while its result is awaited") {
+  using switch_sink = test::recording_sink<switch_rank_list>;
+  put(test::make_job("j"));
+  init("j");
+  reg("j");
+  auto agent = subscribe("j");
+  auto first = std::make_shared<switch_sink>();
+  request<ok_atom>(registry, worker_atom::value, std::string{"j"},
+                   switch_sink_ptr{first});
+  auto started = request<biz_status>(
+    registry, switch_atom::value, std::string{"j"},
+    std::vector<nic_op>{{"n0", "0", true}}, std::string{"op"});
+  REQUIRE(started.code == 0);
+  REQUIRE_FALSE(agent->items.empty());
+  CHECK(agent->items.back().signal_type == "stopTrain");
+  flow_input paused;
+  paused.kind = report_kind::stop;
+  CHECK(request<biz_status>(registry, report_atom::value,
+                            client_info{"j", "", "test"}, paused)
+          .code
+        == 0);
+  REQUIRE(first->items.size() == 1);
+  CHECK(first->items[0].ranks == std::vector<std::string>{"0"});
+  auto waiting = request<job_status>(registry, get_atom::value, std::string{"j"});
+  REQUIRE(waiting.recovery_state == to_string(st::wait_switch_nic_finished));
+  MESSAGE("the worker reconnects: the list again, nothing else happens");
+  first->client_gone();
+  auto second = std::make_shared<switch_sink>();
+  request<ok_atom>(registry, worker_atom::value, std::string{"j"},
+                   switch_sink_ptr{second});
+  REQUIRE(second->items.size() == 1);
+  CHECK(second->items[0].ranks == first->items[0].ranks);
+  CHECK(second->items[0].to_backup == first->items[0].to_backup);
+  auto status = request<job_status>(registry, get_atom::value, std::string{"j"});
+  CHECK(status.recovery_state == waiting.recovery_state);
+  CHECK(status.last_seq == waiting.last_seq);
+  MESSAGE("the agent stream does not get the worker's list");
+  auto again = subscribe("j");
+  for (const auto& sig : again->items)
+    CHECK(sig.signal_type != "SwitchRankList");
+}

@@ -2,7 +2,11 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <fstream>
+#include <mutex>
+#include <type_traits>
 
 #include <grpcpp/grpcpp.h>
 
@@ -892,4 +896,351 @@ TEST_CASE("e2e: recoverctl status lists every component of the daemon, one "
   auto [urc, unreachable] = run_command(
     ctl_bin + " --server 127.0.0.1:1 --timeout 2 status");
   CHECK(urc == 3);
+}
+
+// -- re-delivery of the awaited signal (design §4.1) ------------------------------
+
+namespace {
+
+std::string recovery_state_of(const std::string& address) {
+  auto [rc, got] = ctl(address, "job get e2e-job --output json");
+  auto key = std::string{"\"recoveryState\": \""};
+  auto at = got.find(key);
+  if (rc != 0 || at == std::string::npos)
+    return {};
+  at += key.size();
+  return got.substr(at, got.find('"', at) - at);
+}
+
+// Waits until the job is in `state`: a delivery is durable once the job
+// shows the wait that follows it.
+void wait_state(const std::string& address, const std::string& state) {
+  for (int i = 0; i < 250 && recovery_state_of(address) != state; ++i)
+    std::this_thread::sleep_for(20ms);
+  REQUIRE(recovery_state_of(address) == state);
+}
+
+/// Every agent signal as the stream delivered it, re-deliveries included
+/// (the client's queue has each once).
+struct signal_record {
+  std::mutex mtx;
+  std::vector<::ProcessManageSignal> xs;
+
+  void add(const ::ProcessManageSignal& sig) {
+    if (sig.signaltype() == "keep-alive")
+      return;
+    std::lock_guard<std::mutex> guard{mtx};
+    xs.push_back(sig);
+  }
+
+  size_t count(const ::ProcessManageSignal& like) {
+    std::lock_guard<std::mutex> guard{mtx};
+    return std::count_if(xs.begin(), xs.end(), [&](const auto& x) {
+      return recoverd::agent::signal_key(x)
+             == recoverd::agent::signal_key(like);
+    });
+  }
+
+  // Waits until `like` arrived `n` times.
+  bool wait_count(const ::ProcessManageSignal& like, size_t n) {
+    for (int i = 0; i < 250 && count(like) < n; ++i)
+      std::this_thread::sleep_for(20ms);
+    return count(like) >= n;
+  }
+};
+
+// A report sent while the daemon is down fails, as TaskD's does: no
+// wait-for-ready, no retry.
+template <class Request, class Call>
+void report_fails(Call call, const Request& req) {
+  grpc::ClientContext c;
+  c.set_deadline(std::chrono::system_clock::now() + 2s);
+  ::Status resp;
+  auto st = call(&c, req, &resp);
+  CHECK_MESSAGE(!st.ok(), "the report reached a killed daemon");
+}
+
+const std::vector<std::string> no_waits{"--fault-flush-wait", "0",
+                                        "--resource-release-wait", "0"};
+
+// A recovery whose awaited signal (stopTrain, or globalFault with
+// `at_global`) is delivered, then the daemon is SIGKILLed; the answer sent
+// while it is down is lost. The restarted daemon gives the new stream the
+// signal again with its uuid, and the flow completes.
+void lost_answer(bool at_global) {
+  temp_dir dir;
+  {
+    std::ofstream f{dir / "job.json"};
+    f << job_file;
+  }
+  auto d = std::make_unique<running_daemon>(dir, "127.0.0.1:0", no_waits);
+  auto address = d->address;
+  REQUIRE(ctl(address, "job put " + (dir / "job.json")).first == 0);
+  recoverd::agent::client agent{address, "e2e-job"};
+  signal_record all;
+  REQUIRE(agent.init_clusterd().code() == 0);
+  agent.start_subscribe([&](const ::ProcessManageSignal& s) { all.add(s); });
+  std::this_thread::sleep_for(300ms);
+  REQUIRE(agent.report_process_fault({{"2", "1"}}).code() == 0);
+  auto stop = agent.next_signal(5s);
+  REQUIRE(stop);
+  REQUIRE(stop->signaltype() == "stopTrain");
+  auto awaited = *stop;
+  auto wait = std::string{"WaitReportStopCompleteState"};
+  if (at_global) {
+    REQUIRE(agent.report_stop_complete(0).code() == 0);
+    auto global = agent.next_signal(5s);
+    REQUIRE(global);
+    REQUIRE(global->signaltype() == "globalFault");
+    awaited = *global;
+    wait = "WaitReportRecoverStrategyState";
+  }
+  wait_state(address, wait);
+  MESSAGE("kill -9 in " << wait << "; the answer to " << awaited.signaltype()
+                        << " is lost");
+  d->proc->kill(SIGKILL);
+  REQUIRE(d->proc->wait() == 128 + SIGKILL);
+  auto& stub = agent.stub();
+  if (at_global) {
+    ::RecoverStrategyRequest req;
+    req.set_jobid("e2e-job");
+    req.add_strategies("recover");
+    report_fails(
+      [&](auto* c, const auto& r, auto* s) {
+        return stub.ReportRecoverStrategy(c, r, s);
+      },
+      req);
+  } else {
+    ::StopCompleteRequest req;
+    req.set_jobid("e2e-job");
+    req.mutable_status()->set_code(0);
+    report_fails(
+      [&](auto* c, const auto& r, auto* s) {
+        return stub.ReportStopComplete(c, r, s);
+      },
+      req);
+  }
+  d = std::make_unique<running_daemon>(dir, address, no_waits);
+  wait_reachable(agent);
+  MESSAGE("the re-opened stream gets " << awaited.signaltype()
+                                       << " again, same uuid");
+  REQUIRE(all.wait_count(awaited, 2));
+  CHECK(agent.redelivered() >= 1);
+  CHECK(recovery_state_of(address) == wait);
+  if (!at_global) {
+    REQUIRE(agent.report_stop_complete(0).code() == 0);
+    auto global = agent.next_signal(5s);
+    REQUIRE(global);
+    CHECK(global->signaltype() == "globalFault");
+    CHECK(global->uuid() == stop->uuid());
+  }
+  auto ack = agent.report_recover_strategy({"recover"});
+  REQUIRE_MESSAGE(ack.code() == 0, ack.info());
+  auto change = agent.next_signal(5s);
+  REQUIRE(change);
+  CHECK(change->changestrategy() == "recover");
+  CHECK(change->uuid() == stop->uuid());
+  REQUIRE(agent.report_recover_status(0, "recover").code() == 0);
+  auto [rc, got] = ctl(address, "job get e2e-job --output json");
+  CHECK(got.find("\"recoveryState\": \"INIT\"") != std::string::npos);
+  CHECK(got.find("\"lastOutcome\": \"recover-success\"") != std::string::npos);
+  agent.stop();
+}
+
+// A link switch (or stress test) whose worker message is delivered, then
+// the daemon is SIGKILLed; the worker's result sent while it is down is
+// lost. A new worker stream gets the message again, a new operator stream
+// follows the action to its outcome, and the action completes.
+void lost_worker_result(bool stress) {
+  temp_dir dir;
+  {
+    std::ofstream f{dir / "job.json"};
+    f << job_file;
+  }
+  auto d = std::make_unique<running_daemon>(dir, "127.0.0.1:0", no_waits);
+  auto address = d->address;
+  REQUIRE(ctl(address, "job put " + (dir / "job.json")).first == 0);
+  recoverd::agent::client agent{address, "e2e-job"};
+  REQUIRE(agent.init_clusterd().code() == 0);
+  agent.start_subscribe();
+  auto& stub = agent.stub();
+  ::ClientInfo who;
+  who.set_jobid("e2e-job");
+  // Reads the first message of a new worker stream, then closes it.
+  auto read_worker = [&](auto& out) {
+    grpc::ClientContext wctx;
+    wctx.set_deadline(std::chrono::system_clock::now() + 10s);
+    wctx.set_wait_for_ready(true);
+    bool got = false;
+    if constexpr (std::is_same_v<std::decay_t<decltype(out)>,
+                                 ::StressTestRankParams>) {
+      auto w = stub.SubscribeNotifyExecStressTest(&wctx, who);
+      got = w->Read(&out);
+      wctx.TryCancel();
+      w->Finish();
+    } else {
+      auto w = stub.SubscribeNotifySwitch(&wctx, who);
+      got = w->Read(&out);
+      wctx.TryCancel();
+      w->Finish();
+    }
+    return got;
+  };
+  std::this_thread::sleep_for(300ms);
+  {
+    ::Status started;
+    grpc::ClientContext sctx;
+    sctx.set_deadline(std::chrono::system_clock::now() + 10s);
+    if (stress) {
+      ::StressTestParam req;
+      req.set_jobid("e2e-job");
+      req.add_allnodesops(0);
+      REQUIRE(stub.StressTest(&sctx, req, &started).ok());
+    } else {
+      ::SwitchNics req;
+      req.set_jobid("e2e-job");
+      auto& ops = (*req.mutable_nicops())["n1"];
+      ops.add_dev("1");
+      ops.add_op(true);
+      REQUIRE(stub.SwitchNicTrack(&sctx, req, &started).ok());
+    }
+    REQUIRE_MESSAGE(started.code() == 0, started.info());
+  }
+  auto pause = agent.next_signal(10s);
+  REQUIRE(pause);
+  REQUIRE(pause->signaltype() == "stopTrain");
+  // The list goes to the first worker stream that opens.
+  std::thread first_worker_reply;
+  ::SwitchRankList list;
+  ::StressTestRankParams params;
+  std::atomic<bool> first_read{false};
+  first_worker_reply = std::thread{[&] {
+    first_read = stress ? read_worker(params) : read_worker(list);
+  }};
+  std::this_thread::sleep_for(200ms);
+  REQUIRE(agent.report_stop_complete(0).code() == 0);
+  first_worker_reply.join();
+  REQUIRE(first_read);
+  auto wait = std::string{stress ? "WaitStressTestFinishedState"
+                                 : "WaitSwitchNicFinishedState"};
+  wait_state(address, wait);
+  MESSAGE("kill -9 in " << wait << "; the worker's result is lost");
+  d->proc->kill(SIGKILL);
+  REQUIRE(d->proc->wait() == 128 + SIGKILL);
+  ::StressTestResult stress_result;
+  stress_result.set_jobid("e2e-job");
+  for (const auto& entry : params.stressparam())
+    (*(*stress_result.mutable_stressresult())[entry.first]
+        .mutable_rankresult())["0"]
+      .set_code("0");
+  ::SwitchResult switch_result;
+  switch_result.set_jobid("e2e-job");
+  switch_result.set_result(true);
+  if (stress)
+    report_fails(
+      [&](auto* c, const auto& r, auto* s) {
+        return stub.ReplyStressTestResult(c, r, s);
+      },
+      stress_result);
+  else
+    report_fails(
+      [&](auto* c, const auto& r, auto* s) {
+        return stub.ReplySwitchNicResult(c, r, s);
+      },
+      switch_result);
+  d = std::make_unique<running_daemon>(dir, address, no_waits);
+  wait_reachable(agent);
+  MESSAGE("a new worker stream gets the list again");
+  if (stress) {
+    ::StressTestRankParams again;
+    REQUIRE(read_worker(again));
+    // Map order on the wire is not fixed: compare entry by entry.
+    REQUIRE(again.stressparam_size() == params.stressparam_size());
+    for (const auto& [rank, ops] : params.stressparam()) {
+      REQUIRE(again.stressparam().count(rank) == 1);
+      CHECK(again.stressparam().at(rank).SerializeAsString()
+            == ops.SerializeAsString());
+    }
+  } else {
+    ::SwitchRankList again;
+    REQUIRE(read_worker(again));
+    CHECK(again.SerializeAsString() == list.SerializeAsString());
+    CHECK(again.rankid(0) == "3");
+  }
+  CHECK(recovery_state_of(address) == wait);
+  MESSAGE("a new operator stream follows the running action to its outcome");
+  std::vector<std::string> told;
+  std::atomic<bool> om_open{false};
+  std::thread om_thread{[&] {
+    grpc::ClientContext c;
+    c.set_deadline(std::chrono::system_clock::now() + 20s);
+    c.set_wait_for_ready(true);
+    auto take = [&](auto& r, auto& x) {
+      om_open = true;
+      while (r->Read(&x))
+        told.push_back(x.msg());
+      r->Finish();
+    };
+    if (stress) {
+      ::StressTestRequest req;
+      req.set_jobid("e2e-job");
+      auto r = stub.SubscribeStressTestResponse(&c, req);
+      ::StressTestResponse x;
+      take(r, x);
+    } else {
+      ::SwitchNicRequest req;
+      req.set_jobid("e2e-job");
+      auto r = stub.SubscribeSwitchNicSignal(&c, req);
+      ::SwitchNicResponse x;
+      take(r, x);
+    }
+  }};
+  while (!om_open)
+    std::this_thread::sleep_for(10ms);
+  std::this_thread::sleep_for(300ms); // the stream reaches the job
+  ::Status resp;
+  grpc::ClientContext rctx;
+  rctx.set_deadline(std::chrono::system_clock::now() + 10s);
+  auto st = stress ? stub.ReplyStressTestResult(&rctx, stress_result, &resp)
+                   : stub.ReplySwitchNicResult(&rctx, switch_result, &resp);
+  REQUIRE(st.ok());
+  CHECK_MESSAGE(resp.code() == 0, resp.info());
+  std::optional<::ProcessManageSignal> cont;
+  while ((cont = agent.next_signal(10s))
+         && cont->changestrategy() != "continue") {
+  }
+  REQUIRE(cont);
+  REQUIRE(agent.report_recover_status(0, "continue").code() == 0);
+  om_thread.join();
+  REQUIRE_FALSE(told.empty());
+  CHECK(told.back().rfind(stress ? "stress test finish" : "switch nic finish",
+                          0)
+        == 0);
+  auto [rc, got] = ctl(address, "job get e2e-job --output json");
+  CHECK(got.find("\"recoveryState\": \"INIT\"") != std::string::npos);
+  CHECK(got.find("\"lastOutcome\": \"recovered\"") != std::string::npos);
+  agent.stop();
+}
+
+} // namespace
+
+TEST_CASE("e2e redeliver: stopTrain delivered, SIGKILL, the stop report is "
+          "lost; the new stream gets stopTrain again and the flow completes") {
+  lost_answer(false);
+}
+
+TEST_CASE("e2e redeliver: globalFault delivered, SIGKILL, the strategy "
+          "report is lost; the new stream gets globalFault again and the "
+          "flow completes") {
+  lost_answer(true);
+}
+
+TEST_CASE("e2e redeliver: SwitchRankList delivered, SIGKILL, the switch "
+          "result is lost; a new worker stream gets the list again") {
+  lost_worker_result(false);
+}
+
+TEST_CASE("e2e redeliver: StressTestRankParams delivered, SIGKILL, the "
+          "stress result is lost; a new worker stream gets them again") {
+  lost_worker_result(true);
 }

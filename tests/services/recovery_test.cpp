@@ -452,6 +452,11 @@ TEST_CASE("B43 (design 4.1): a cancelled agent stream does not reset the "
   CHECK(fx.status().recoverystate() == "WaitReportRecoverStrategyState");
   agent::client again{fx.daemon->address(), "job"};
   again.start_subscribe();
+  // The new stream gets the signal the wait waits on again, same uuid.
+  auto global = again.next_signal(5s);
+  REQUIRE(global);
+  CHECK(global->signaltype() == "globalFault");
+  CHECK(global->uuid() == fx.status().uuid());
   CHECK(again.report_recover_strategy({"recover"}).code() == 0);
   auto sig = again.next_signal(5s);
   REQUIRE(sig);

@@ -1,5 +1,7 @@
 #include "agent.hpp"
 
+#include <algorithm>
+
 namespace recoverd::agent {
 
 namespace {
@@ -31,7 +33,19 @@ void add_faults(const std::vector<fault>& faults,
   }
 }
 
+// Enough to span one flow's signals; older ones cannot come again.
+constexpr size_t seen_limit = 64;
+
 } // namespace
+
+std::string signal_key(const ::ProcessManageSignal& sig) {
+  // The parts are names and short texts; a newline separates them.
+  std::string key = sig.uuid() + '\n' + sig.signaltype() + '\n'
+    + sig.changestrategy() + '\n' + sig.extraparams();
+  for (const auto& a : sig.actions())
+    key += '\n' + a;
+  return key;
+}
 
 client::client(const std::string& server, std::string job_id, std::string role)
   : job_id_(std::move(job_id)), role_(std::move(role)) {
@@ -109,10 +123,18 @@ void client::subscribe_loop(
         on_signal(sig);
       std::lock_guard<std::mutex> guard{mtx_};
       ++received_;
-      if (sig.signaltype() != "keep-alive") {
-        queue_.push_back(sig);
-        cv_.notify_all();
+      if (sig.signaltype() == "keep-alive")
+        continue;
+      auto key = signal_key(sig);
+      if (std::find(seen_.begin(), seen_.end(), key) != seen_.end()) {
+        ++redelivered_;
+        continue;
       }
+      seen_.push_back(std::move(key));
+      if (seen_.size() > seen_limit)
+        seen_.pop_front();
+      queue_.push_back(sig);
+      cv_.notify_all();
     }
     stream->Finish();
     std::unique_lock<std::mutex> lock{mtx_};
@@ -147,6 +169,11 @@ client::next_signal(std::chrono::milliseconds timeout) {
 size_t client::received() const {
   std::lock_guard<std::mutex> guard{mtx_};
   return received_;
+}
+
+size_t client::redelivered() const {
+  std::lock_guard<std::mutex> guard{mtx_};
+  return redelivered_;
 }
 
 size_t client::subscriptions() const {

@@ -26,6 +26,14 @@ namespace recoverd::agent {
 /// A (rank, fault type) pair as agents report it.
 using fault = std::pair<std::string, std::string>;
 
+/// What makes two signals the same request, for dedupe. recoverd delivers
+/// at least once: a new stream gets again, with its uuid, the signal the
+/// current wait waits on (design §4.1). The key is the uuid and signal type
+/// plus the change strategy, extra parameters and actions, because one flow
+/// legitimately sends several changeStrategy signals under one uuid (e.g.
+/// recover, then dump after a failed recover).
+std::string signal_key(const ::ProcessManageSignal& sig);
+
 /// One job's agent connection.
 class client {
 public:
@@ -49,8 +57,9 @@ public:
 
   /// Opens SubscribeProcessManageSignal on a background thread and keeps it
   /// open: when the stream ends for any reason, it subscribes again after
-  /// `backoff`. Every signal goes to `on_signal` (if set) and to the queue
-  /// read by `next_signal`.
+  /// `backoff`. Every signal goes to `on_signal` (if set), re-deliveries
+  /// included; the queue read by `next_signal` gets each one once (by
+  /// `signal_key`), and `redelivered` counts the repeats it left out.
   void start_subscribe(
     std::function<void(const ::ProcessManageSignal&)> on_signal = {},
     std::chrono::milliseconds backoff = std::chrono::milliseconds(100));
@@ -64,6 +73,9 @@ public:
 
   /// Signals received so far, keep-alives included.
   size_t received() const;
+
+  /// Signals received again (same `signal_key`) and kept off the queue.
+  size_t redelivered() const;
 
   /// Streams opened so far.
   size_t subscriptions() const;
@@ -104,7 +116,10 @@ private:
   mutable std::mutex mtx_;
   std::condition_variable cv_;
   std::deque<::ProcessManageSignal> queue_;
+  /// Keys of the signals queued so far, oldest first (bounded).
+  std::deque<std::string> seen_;
   size_t received_ = 0;
+  size_t redelivered_ = 0;
   size_t subscriptions_ = 0;
   bool stopping_ = false;
   grpc::ClientContext* live_ = nullptr;

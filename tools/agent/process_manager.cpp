@@ -1,6 +1,7 @@
 #include "process_manager.hpp"
 
 #include <algorithm>
+#include <optional>
 
 namespace recoverd::agent {
 
@@ -138,6 +139,7 @@ void process_manager::note(const std::string& line) {
     req.signal = sig;
     req.strategy = sig.changestrategy();
     req.ranks = fault_ranks(sig);
+    req.key = signal_key(sig);
     post(std::move(req));
   });
   ::ClientInfo who;
@@ -201,9 +203,20 @@ void process_manager::worker_loop(Open open, std::function<void(const Msg&)> tak
 }
 
 void process_manager::post(request req) {
-  std::lock_guard<std::mutex> guard{mtx_};
-  queue_.push_back(std::move(req));
-  cv_.notify_all();
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    bool repeat = !req.key.empty()
+      && std::find(pending_.begin(), pending_.end(), req.key) != pending_.end();
+    if (!repeat) {
+      if (!req.key.empty())
+        pending_.push_back(req.key);
+      queue_.push_back(std::move(req));
+      cv_.notify_all();
+      return;
+    }
+  }
+  // Its report is still to come.
+  note("got " + req.signal.signaltype() + " again while handling it; dropped");
 }
 
 void process_manager::run() {
@@ -218,6 +231,9 @@ void process_manager::run() {
       queue_.pop_front();
     }
     handle(req);
+    std::lock_guard<std::mutex> guard{mtx_};
+    pending_.erase(std::remove(pending_.begin(), pending_.end(), req.key),
+                   pending_.end());
   }
 }
 
@@ -229,10 +245,22 @@ void process_manager::handle(const request& req) {
     return;
   }
   callback fn;
+  std::optional<outcome> before;
   {
     std::lock_guard<std::mutex> guard{mtx_};
     if (auto i = callbacks_.find(req.op); i != callbacks_.end())
       fn = i->second;
+    if (!req.key.empty())
+      for (const auto& [key, out] : handled_)
+        if (key == req.key)
+          before = out;
+  }
+  if (before) {
+    // Done already; only the report may have been lost.
+    note("got " + req.signal.signaltype() + " again; reporting its outcome "
+         + std::to_string(before->code) + " again");
+    report(req, *before);
+    return;
   }
   outcome out;
   if (fn)
@@ -240,6 +268,16 @@ void process_manager::handle(const request& req) {
   note(std::string{"ran "} + to_string(req.op)
        + (req.strategy.empty() ? "" : " " + req.strategy) + " -> "
        + std::to_string(out.code));
+  if (!req.key.empty()) {
+    std::lock_guard<std::mutex> guard{mtx_};
+    handled_.emplace_back(req.key, out);
+    if (handled_.size() > 64)
+      handled_.pop_front();
+  }
+  report(req, out);
+}
+
+void process_manager::report(const request& req, const outcome& out) {
   ::Status st;
   const auto& type = req.signal.signaltype();
   switch (req.op) {

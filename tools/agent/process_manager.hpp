@@ -61,6 +61,8 @@ struct request {
   std::vector<bool> to_backup;
   /// stress_test: global rank -> operations (0 = AIC, 1 = P2P).
   std::map<std::string, std::vector<int64_t>> stress_ops;
+  /// The signal's `signal_key`; empty for worker messages.
+  std::string key;
 };
 
 /// One stress operation's result.
@@ -87,6 +89,14 @@ struct outcome {
 using callback = std::function<outcome(const request&)>;
 
 /// Runs a job's callbacks against recoverd.
+///
+/// Signals come at least once: a signal received again (same
+/// `signal_key`, e.g. after recoverd restarted and the stream re-opened)
+/// does not run its callback again. Once handled, its report is sent again
+/// with the outcome it had (the first one may have been lost while recoverd
+/// was down); while it is still queued or running, the repeat is dropped.
+/// Worker messages (SwitchRankList, StressTestRankParams) carry no uuid:
+/// recoverd sends one again only to a new worker stream, and it runs again.
 class process_manager {
 public:
   /// @param strategies What the job's processes can do, reported when
@@ -125,6 +135,7 @@ private:
   void post(request req);
   void run();
   void handle(const request& req);
+  void report(const request& req, const outcome& out);
   void note(const std::string& line);
   template <class Msg, class Open>
   void worker_loop(Open open, std::function<void(const Msg&)> take);
@@ -137,6 +148,10 @@ private:
   std::mutex mtx_;
   std::condition_variable cv_;
   std::deque<request> queue_;
+  /// Keys of signals queued or running.
+  std::vector<std::string> pending_;
+  /// Outcomes of the signals handled last, by key (oldest first, bounded).
+  std::deque<std::pair<std::string, outcome>> handled_;
   bool stopping_ = false;
   std::vector<grpc::ClientContext*> live_;
   std::thread runner_;

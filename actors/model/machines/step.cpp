@@ -193,10 +193,20 @@ expected<flow_step> step(const recovery& current, const job_spec& spec,
       rec.flow.deadline_ms = 0;
       rec.flow.deadline_event = ev::none;
     }
-    if (!self_loop)
+    if (!self_loop) {
+      // A new state waits for something else (a self-loop, e.g. a 406
+      // during a stress test, still waits for the same answer).
+      rec.flow.awaited.reset();
       out.path.push_back(rec.flow.state);
+    }
     event = r->entry ? r->entry(c) : no_action(c);
   }
+  // A delivery that leads into a report wait: that wait answers the signal,
+  // so a stream that opens during it (the agent lost the signal, or lost
+  // its report while recoverd was down) must get the signal again.
+  if (in.delivered && !rec.flow.outbox && rec.flow.state != st::init
+      && expected_report(rec.flow.state) != report_kind::none)
+    rec.flow.awaited = *in.delivered;
   return out;
 }
 
