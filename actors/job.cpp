@@ -9,6 +9,7 @@
 #include "actors/error.hpp"
 #include "actors/job_inspect.hpp"
 #include "actors/log.hpp"
+#include "actors/model/validate.hpp"
 #include "storage/event_codec.hpp"
 
 namespace recoverd {
@@ -42,6 +43,14 @@ void take_report(self_ptr self, flow_input in, Respond respond) {
     return;
   }
   auto kind = in.kind;
+  if (auto err = validate_report(st.model.spec, in, st.model.ranks.get())) {
+    respond(to_error(err));
+    return;
+  }
+  // The reference ignores ReportStopComplete's faultRanks; checked, they
+  // need not be recorded.
+  if (kind == report_kind::stop)
+    in.faults.clear();
   if (kind == report_kind::process) {
     auto event
       = classify_process_fault(st.model.rec, st.model.spec, st.model.init,
@@ -54,12 +63,6 @@ void take_report(self_ptr self, flow_input in, Respond respond) {
   } else {
     in.name = ev::receive_report;
   }
-  if (kind == report_kind::stress)
-    if (auto err = validate_stress_results(st.model.spec, in.stress_result,
-                                           st.model.ranks.get())) {
-      respond(to_error(err));
-      return;
-    }
   // The answer names the flow the report was for, even when it ends it. A
   // refused report changed nothing: the state it names is the current one.
   auto uuid = st.model.rec.flow.uuid;

@@ -3,6 +3,8 @@
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_sinks.h>
 
+#include "actors/model/text.hpp"
+
 namespace recoverd {
 
 namespace {
@@ -37,10 +39,30 @@ public:
   }
 };
 
+// Writes the message with its control characters escaped: client text in
+// a message (a role, a peer, a job id) cannot end the line and forge the next.
+class text_escaped_message : public spdlog::custom_flag_formatter {
+public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&,
+              spdlog::memory_buf_t& dest) override {
+    std::string_view payload{msg.payload.data(), msg.payload.size()};
+    if (!has_control(payload)) {
+      dest.append(payload);
+      return;
+    }
+    auto escaped = escape_control(payload);
+    dest.append(std::string_view{escaped});
+  }
+
+  std::unique_ptr<custom_flag_formatter> clone() const override {
+    return std::make_unique<text_escaped_message>();
+  }
+};
+
 std::shared_ptr<spdlog::logger> make_logger() {
   auto sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
   auto result = std::make_shared<spdlog::logger>("recoverd", sink);
-  result->set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %l %v");
+  result->set_formatter(make_log_formatter("text"));
   result->set_level(spdlog::level::info);
   result->flush_on(spdlog::level::info);
   return result;
@@ -53,20 +75,29 @@ spdlog::logger& logger() {
   return *instance;
 }
 
+std::unique_ptr<spdlog::formatter>
+make_log_formatter(const std::string& format) {
+  auto f = std::make_unique<spdlog::pattern_formatter>();
+  if (format == "json") {
+    f->add_flag<json_escaped_message>('*').set_pattern(
+      R"({"time":"%Y-%m-%dT%H:%M:%S.%e%z","level":"%l","msg":"%*"})");
+  } else if (format == "text") {
+    f->add_flag<text_escaped_message>('*').set_pattern(
+      "%Y-%m-%dT%H:%M:%S.%e%z %l %*");
+  } else {
+    return nullptr;
+  }
+  return f;
+}
+
 bool configure_logging(const std::string& level, const std::string& format) {
   auto lvl = spdlog::level::from_str(level);
   if (lvl == spdlog::level::off && level != "off")
     return false;
-  if (format == "json") {
-    auto f = std::make_unique<spdlog::pattern_formatter>();
-    f->add_flag<json_escaped_message>('*').set_pattern(
-      R"({"time":"%Y-%m-%dT%H:%M:%S.%e%z","level":"%l","msg":"%*"})");
-    logger().set_formatter(std::move(f));
-  } else if (format == "text") {
-    logger().set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %l %v");
-  } else {
+  auto f = make_log_formatter(format);
+  if (!f)
     return false;
-  }
+  logger().set_formatter(std::move(f));
   logger().set_level(lvl);
   return true;
 }

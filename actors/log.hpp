@@ -19,6 +19,12 @@ namespace recoverd {
 /// The process-wide logger (created on first use, level info, text).
 spdlog::logger& logger();
 
+/// The line format of the logger: "text" or "json" (null on another name).
+/// Both escape the message's control characters, so one call logs one line
+/// whatever client text it carries.
+std::unique_ptr<spdlog::formatter>
+make_log_formatter(const std::string& format);
+
 /// Sets level ("trace", "debug", "info", "warn", "error", "off") and format
 /// ("text" or "json"). Returns false on an unknown name.
 bool configure_logging(const std::string& level, const std::string& format);

@@ -212,6 +212,15 @@ grpc::ServerUnaryReactor* platform_service::ReportDeviceFaults(
   grpc::CallbackServerContext* ctx, const pb::ReportDeviceFaultsRequest* req,
   pb::ReportDeviceFaultsResponse* resp) {
   auto* reactor = ctx->DefaultReactor();
+  // Counted before anything is converted, so an oversized request costs
+  // one pass over its jobs.
+  size_t faults = 0;
+  for (const auto& x : req->jobs())
+    faults += static_cast<size_t>(x.faults_size());
+  if (auto err = to_error(check_device_fault_count(faults))) {
+    reactor->Finish(to_grpc_status(err));
+    return reactor;
+  }
   std::vector<job_device_faults> entries;
   for (const auto& x : req->jobs()) {
     resp->add_results()->set_jobid(x.jobid());

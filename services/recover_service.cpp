@@ -18,8 +18,26 @@ client_info to_client(grpc::CallbackServerContext* ctx,
   return {req.jobid(), req.role(), ctx->peer()};
 }
 
-grpc::Status empty_job_id() {
-  return {grpc::StatusCode::INVALID_ARGUMENT, "jobId: must not be empty"};
+// Finishes `reactor` with INVALID_ARGUMENT when `job_id` is not a valid id
+// (the model's one check: empty, too long, control characters, '/').
+bool reject_bad_id(grpc::ServerUnaryReactor* reactor, const std::string& job_id,
+                   const std::string& field = "jobId") {
+  if (auto err = to_error(validate_job_id(job_id, field))) {
+    reactor->Finish(to_grpc_status(err));
+    return true;
+  }
+  return false;
+}
+
+// Finishes `sink` with INVALID_ARGUMENT when `job_id` is not a valid id.
+template <class Sink>
+bool reject_bad_id(Sink& sink, const std::string& job_id,
+                   const std::string& field = "jobId") {
+  if (auto err = to_error(validate_job_id(job_id, field))) {
+    sink->finish(err);
+    return true;
+  }
+  return false;
 }
 
 // Answers a business status into `Status{code, info}` with gRPC OK.
@@ -47,10 +65,8 @@ recover_service::recover_service(caf::actor_system& sys,
 grpc::ServerUnaryReactor* recover_service::Init(
   grpc::CallbackServerContext* ctx, const ::ClientInfo* req, ::Status* resp) {
   auto* reactor = ctx->DefaultReactor();
-  if (req->jobid().empty()) {
-    reactor->Finish(empty_job_id());
+  if (reject_bad_id(reactor, req->jobid()))
     return reactor;
-  }
   ask<biz_status>(sys_, registry_, reactor, fill(resp), init_atom::value,
                   to_client(ctx, *req));
   return reactor;
@@ -59,10 +75,8 @@ grpc::ServerUnaryReactor* recover_service::Init(
 grpc::ServerUnaryReactor* recover_service::Register(
   grpc::CallbackServerContext* ctx, const ::ClientInfo* req, ::Status* resp) {
   auto* reactor = ctx->DefaultReactor();
-  if (req->jobid().empty()) {
-    reactor->Finish(empty_job_id());
+  if (reject_bad_id(reactor, req->jobid()))
     return reactor;
-  }
   ask<biz_status>(sys_, registry_, reactor, fill(resp), register_atom::value,
                   to_client(ctx, *req));
   return reactor;
@@ -77,10 +91,8 @@ recover_service::SubscribeProcessManageSignal(grpc::CallbackServerContext* ctx,
       convert::to_proto(x, out);
     });
   signal_sink_ptr sink = stream->sink();
-  if (req->jobid().empty()) {
-    sink->finish(make_error(errc::invalid_argument, "jobId: must not be empty"));
+  if (reject_bad_id(sink, req->jobid()))
     return stream;
-  }
   open_stream<ok_atom>(sys_, registry_, sink, subscribe_atom::value,
                        to_client(ctx, *req));
   return stream;
@@ -91,10 +103,8 @@ recover_service::report(grpc::CallbackServerContext* ctx,
                         const std::string& job_id, report_kind kind,
                         flow_input in, ::Status* resp) {
   auto* reactor = ctx->DefaultReactor();
-  if (job_id.empty()) {
-    reactor->Finish(empty_job_id());
+  if (reject_bad_id(reactor, job_id))
     return reactor;
-  }
   in.kind = kind;
   // The hot path: straight to the job, which answers through the reply sink
   // on its own thread; no actor of the edge in between. A job the directory
@@ -129,6 +139,8 @@ grpc::ServerUnaryReactor* recover_service::ReportStopComplete(
     return missing_status(ctx);
   flow_input in;
   in.report.code = req->status().code();
+  for (const auto& f : req->faultranks())
+    in.faults.push_back({f.rankid(), f.faulttype()});
   return report(ctx, req->jobid(), report_kind::stop, std::move(in), resp);
 }
 
@@ -165,10 +177,8 @@ grpc::ServerUnaryReactor* recover_service::ReportProcessFault(
 grpc::ServerUnaryReactor* recover_service::SwitchNicTrack(
   grpc::CallbackServerContext* ctx, const ::SwitchNics* req, ::Status* resp) {
   auto* reactor = ctx->DefaultReactor();
-  if (req->jobid().empty()) {
-    reactor->Finish(empty_job_id());
+  if (reject_bad_id(reactor, req->jobid(), "jobID"))
     return reactor;
-  }
   auto refuse = [&](const std::string& info) {
     resp->set_code(413);
     resp->set_info(info);
@@ -204,10 +214,8 @@ recover_service::operator_stream(grpc::CallbackServerContext* ctx,
                                    out.set_msg(x.msg);
                                  });
   om_sink_ptr sink = stream->sink();
-  if (job_id.empty()) {
-    sink->finish(make_error(errc::invalid_argument, "jobID: must not be empty"));
+  if (reject_bad_id(sink, job_id, "jobID"))
     return stream;
-  }
   open_stream<ok_atom>(sys_, registry_, sink, om_atom::value, job_id, kind);
   return stream;
 }
@@ -231,10 +239,8 @@ recover_service::SubscribeNotifySwitch(grpc::CallbackServerContext* ctx,
       out.set_jobid(x.job_id);
     });
   switch_sink_ptr sink = stream->sink();
-  if (req->jobid().empty()) {
-    sink->finish(make_error(errc::invalid_argument, "jobId: must not be empty"));
+  if (reject_bad_id(sink, req->jobid()))
     return stream;
-  }
   open_stream<ok_atom>(sys_, registry_, sink, worker_atom::value, req->jobid());
   return stream;
 }
@@ -250,10 +256,8 @@ grpc::ServerUnaryReactor* recover_service::StressTest(
   grpc::CallbackServerContext* ctx, const ::StressTestParam* req,
   ::Status* resp) {
   auto* reactor = ctx->DefaultReactor();
-  if (req->jobid().empty()) {
-    reactor->Finish(empty_job_id());
+  if (reject_bad_id(reactor, req->jobid(), "jobID"))
     return reactor;
-  }
   stress_request x;
   x.all_nodes_ops = {req->allnodesops().begin(), req->allnodesops().end()};
   for (const auto& [node, list] : req->stressparam())
@@ -283,10 +287,8 @@ recover_service::SubscribeNotifyExecStressTest(grpc::CallbackServerContext* ctx,
       out.set_jobid(x.job_id);
     });
   stress_sink_ptr sink = stream->sink();
-  if (req->jobid().empty()) {
-    sink->finish(make_error(errc::invalid_argument, "jobId: must not be empty"));
+  if (reject_bad_id(sink, req->jobid()))
     return stream;
-  }
   open_stream<ok_atom>(sys_, registry_, sink, worker_atom::value, req->jobid());
   return stream;
 }

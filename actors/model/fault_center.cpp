@@ -5,6 +5,7 @@
 #include <set>
 
 #include "actors/model/machines/machine.hpp"
+#include "actors/model/text.hpp"
 
 namespace recoverd {
 
@@ -93,13 +94,13 @@ expected<flow_event> classify_process_fault(
     auto field = "faultRanks[" + std::to_string(i) + "]";
     if (ranks->find(f.rank_id) == nullptr)
       return fail(errc::invalid_argument,
-                  field + ".rankId: rank \"" + f.rank_id
+                  field + ".rankId: rank \"" + excerpt(f.rank_id)
                     + "\" is not in the job's topology");
     auto type = fault_type_from_string(f.fault_type);
     if (!type)
       return fail(errc::invalid_argument,
-                  field + ".faultType: unknown type \"" + f.fault_type
-                    + "\" (allowed: 0, 1, 2)");
+                  field + ".faultType: unknown type \""
+                    + excerpt(f.fault_type) + "\" (allowed: 0, 1, 2)");
     normal = normal || *type == fault_type::normal;
   }
   if (current.flow.state == st::scale_running && normal)

@@ -162,12 +162,26 @@ expected<decision> decide(const job_model& state, const command& cmd);
 
 // -- validation and derived values -------------------------------------------
 
+/// The most device-fault entries one ReportDeviceFaults request may carry,
+/// summed over its jobs (a fault center reports one entry per faulty
+/// device; 65,536 covers 4,096 nodes of 16 devices all faulty at once).
+/// Beyond it the whole request is refused.
+constexpr size_t max_device_faults_per_request = 65536;
+
+/// Refuses a ReportDeviceFaults request of `entries` device faults when
+/// that is more than `max_device_faults_per_request`.
+failure check_device_fault_count(size_t entries);
+
 /// Checks a job spec as a whole; the error message names the offending field
 /// in proto3 JSON spelling (e.g. `pods[1].devices[0].rankId`).
 failure validate(const job_spec& spec);
 
-/// Checks a job id: non-empty, at most 256 bytes, no control characters.
-failure validate_job_id(const std::string& job_id);
+/// Checks a job id a client sent: non-empty, at most 256 bytes, no control
+/// characters, no '/' (one segment of /api/v1/jobs/{id}). Every entry that
+/// takes a job id from a client uses this one check; the message names
+/// `field` (the request's spelling, "jobId" or "jobID").
+failure validate_job_id(const std::string& job_id,
+                        const std::string& field = "jobId");
 
 /// The strategies recoverd may use for `spec`, in priority order
 /// (reference §0): configured ones filtered to the known names, plus

@@ -74,4 +74,40 @@ std::string excerpt(std::string_view x, size_t limit) {
   return out;
 }
 
+namespace {
+
+bool is_control(char c) {
+  return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+}
+
+} // namespace
+
+bool has_control(std::string_view x) {
+  return std::any_of(x.begin(), x.end(), is_control);
+}
+
+std::string escape_control(std::string_view x) {
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(x.size() + 8);
+  for (auto c : x) {
+    if (!is_control(c)) {
+      out += c;
+      continue;
+    }
+    switch (c) {
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default: {
+        auto b = static_cast<unsigned char>(c);
+        out += "\\x";
+        out += hex[b >> 4];
+        out += hex[b & 0xf];
+      }
+    }
+  }
+  return out;
+}
+
 } // namespace recoverd

@@ -23,4 +23,14 @@ bool is_utf8(std::string_view x);
 /// size of `x`.
 std::string excerpt(std::string_view x, size_t limit = excerpt_limit);
 
+/// True if `x` holds a byte a log line must not carry verbatim: a control
+/// character (below 0x20, or 0x7f).
+bool has_control(std::string_view x);
+
+/// `x` with every control character written as an escape (a newline as
+/// the two characters `\n`, likewise `\r` and `\t`, others as `\x1b`), so
+/// client text (a role, a peer, a job id) cannot break a text log line in
+/// two or forge one. Other bytes are kept.
+std::string escape_control(std::string_view x);
+
 } // namespace recoverd

@@ -2,6 +2,8 @@
 
 #include "actors/error.hpp"
 #include "actors/model/job_model.hpp"
+#include "actors/model/text.hpp"
+#include "actors/model/validate.hpp"
 #include "fixtures/jobs.hpp"
 
 using namespace recoverd;
@@ -90,6 +92,37 @@ TEST_CASE("invalid specs are rejected with the offending field named") {
   SUBCASE("non-numeric rank") {
     spec.pods[0].devices[0].rank_id = "eight";
     CHECK(starts_with(validation_error(spec), "pods[0].devices[0].rankId:"));
+  }
+  SUBCASE("non-canonical rank numerals (issue 11.7.3)") {
+    for (const char* x : {"01", "00", "+1", "-1", " 1", "1 ", "1e3", "0x1",
+                          "1234567890"}) {
+      CAPTURE(x);
+      spec.pods[0].devices[1].rank_id = x;
+      auto msg = validation_error(spec);
+      CHECK(starts_with(msg, "pods[0].devices[1].rankId:"));
+      CHECK(msg.find("canonical") != std::string::npos);
+    }
+  }
+  SUBCASE("\"1\" and \"01\": one rank twice, refused") {
+    spec.pods[0].devices[0].rank_id = "1";
+    spec.pods[0].devices[1].rank_id = "01";
+    CHECK(starts_with(validation_error(spec), "pods[0].devices[1].rankId:"));
+  }
+  SUBCASE("one device of one node in two pods") {
+    spec.pods[1].node_name = spec.pods[0].node_name;
+    auto msg = validation_error(spec);
+    CHECK(starts_with(msg, "pods[1].devices[0].deviceId:"));
+    CHECK(msg.find("already in pods[0]") != std::string::npos);
+  }
+  SUBCASE("two pods on one node with different devices are fine") {
+    spec.pods[1].node_name = spec.pods[0].node_name;
+    for (auto& d : spec.pods[1].devices)
+      d.device_id = "x" + d.device_id;
+    CHECK_FALSE(validate(spec));
+  }
+  SUBCASE("an id with '/'") {
+    spec.job_id = "a/b";
+    CHECK(validation_error(spec).find("contains '/'") != std::string::npos);
   }
   SUBCASE("duplicate device in a pod") {
     spec.pods[0].devices[1].device_id = "0";
@@ -309,4 +342,123 @@ TEST_CASE("apply is pure: the same events give the same state") {
   CHECK(a.registered == b.registered);
   CHECK(to_summary(a, false).ranks == 16);
   CHECK(to_summary(a, false).pods == 2);
+}
+
+TEST_CASE("validate_job_id is the one check of client job ids") {
+  CHECK_FALSE(validate_job_id("job-1"));
+  CHECK(starts_with(message_of(validate_job_id("")), "jobId:"));
+  CHECK(starts_with(message_of(validate_job_id("", "jobID")), "jobID:"));
+  auto slash = message_of(validate_job_id("a/b"));
+  CHECK(slash.find("contains '/'") != std::string::npos);
+  auto huge = std::string(200, 'x') + "/" + std::string(10000, 'y');
+  CHECK(message_of(validate_job_id(huge)).size() < 1000);
+}
+
+TEST_CASE("canonical ranks and strategy names") {
+  CHECK(is_canonical_rank("0"));
+  CHECK(is_canonical_rank("10"));
+  CHECK(is_canonical_rank("999999999"));
+  for (const char* x : {"", "01", "+1", "-0", " 1", "1 ", "1.0", "1234567890"})
+    CHECK_FALSE(is_canonical_rank(x));
+  CHECK(is_strategy_name("retry"));
+  CHECK(is_strategy_name("downgrade"));
+  CHECK_FALSE(is_strategy_name("teleport"));
+  CHECK_FALSE(is_strategy_name("Retry"));
+  CHECK(strategy_names_text().find("recover-in-place") != std::string::npos);
+}
+
+TEST_CASE("reports are checked before the machine sees them (issue 11.7)") {
+  auto spec = test::make_job("j", 2, 8);
+  flow_input in;
+  SUBCASE("an empty ReportProcessFault") {
+    in.kind = report_kind::process;
+    auto err = validate_report(spec, in);
+    REQUIRE(err);
+    CHECK(err.code() == errc::invalid_argument);
+    CHECK(starts_with(err.message(), "faultRanks:"));
+    in.faults = {{"8", "1"}};
+    CHECK_FALSE(validate_report(spec, in));
+  }
+  SUBCASE("an unknown strategy, named with the known ones") {
+    in.kind = report_kind::strategy;
+    in.strategies = {"recover", "teleport"};
+    auto err = validate_report(spec, in);
+    REQUIRE(err);
+    CHECK(starts_with(err.message(), "strategies[1]:"));
+    CHECK(err.message().find("\"teleport\"") != std::string::npos);
+    CHECK(err.message().find(strategy_names_text()) != std::string::npos);
+    in.strategies = {std::string(5000, 'z')};
+    CHECK(validate_report(spec, in).message().size() < 1000);
+    in.strategies = {"retry", "recover", "dump", "exit", "downgrade"};
+    CHECK_FALSE(validate_report(spec, in));
+    in.strategies = {};
+    CHECK_FALSE(validate_report(spec, in));
+  }
+  SUBCASE("ReportStopComplete's faultRanks must be ranks of the job") {
+    in.kind = report_kind::stop;
+    CHECK_FALSE(validate_report(spec, in));
+    in.faults = {{"8", "1"}, {"15", ""}};
+    CHECK_FALSE(validate_report(spec, in));
+    in.faults = {{"8", "1"}, {"99", "1"}};
+    CHECK(starts_with(validate_report(spec, in).message(),
+                      "faultRanks[1].rankId:"));
+    in.faults = {{"08", "1"}};
+    CHECK(validate_report(spec, in).message().find("canonical")
+          != std::string::npos);
+    in.faults = {{"8", "x"}};
+    CHECK(starts_with(validate_report(spec, in).message(),
+                      "faultRanks[0].faultType:"));
+  }
+}
+
+TEST_CASE("device faults beyond the per-request cap are refused, the state "
+          "unchanged (issue 11.7.6)") {
+  CHECK_FALSE(check_device_fault_count(0));
+  CHECK_FALSE(check_device_fault_count(max_device_faults_per_request));
+  auto err = check_device_fault_count(max_device_faults_per_request + 1);
+  REQUIRE(err);
+  CHECK(err.code() == errc::invalid_argument);
+  CHECK(err.message().find(std::to_string(max_device_faults_per_request))
+        != std::string::npos);
+  auto m = registered_job();
+  faults_cmd cmd;
+  cmd.faults.job_id = "j";
+  cmd.faults.health_state = "UnHealthy";
+  cmd.faults.faults.assign(max_device_faults_per_request + 1,
+                           device_fault{"n0", "0", {"81078603"}, ""});
+  auto d = decide(m, cmd);
+  REQUIRE_FALSE(d);
+  CHECK(d.error().code() == errc::invalid_argument);
+  cmd.faults.faults.resize(max_device_faults_per_request);
+  auto ok = step(m, cmd);
+  CHECK(ok.device_faults.size() == max_device_faults_per_request);
+}
+
+TEST_CASE("SwitchNicTrack: the same device twice is refused with 413 "
+          "(issue 11.7.5)") {
+  auto m = registered_job();
+  std::vector<std::string> ranks;
+  std::vector<bool> ops;
+  auto twice = validate_switch(m.rec, m.spec, true, true,
+                               {{"n1", "3", true}, {"n1", "3", false}}, ranks,
+                               ops);
+  CHECK(twice.code == 413);
+  CHECK(twice.info == "device:3 of node:n1 is listed twice");
+  ranks.clear();
+  ops.clear();
+  auto two = validate_switch(m.rec, m.spec, true, true,
+                             {{"n1", "3", true}, {"n1", "4", true}}, ranks,
+                             ops);
+  CHECK(two.code == 0);
+  CHECK(ranks == std::vector<std::string>{"11", "12"});
+}
+
+TEST_CASE("escape_control: client text cannot break a log line") {
+  CHECK(escape_control("taskd") == "taskd");
+  CHECK(escape_control("a\nb") == "a\\nb");
+  CHECK(escape_control("a\r\n2026 INFO forged") == "a\\r\\n2026 INFO forged");
+  CHECK(escape_control(std::string{"\x1b[2J\t\x7f", 6}) == "\\x1b[2J\\t\\x7f");
+  CHECK(escape_control("caf\xC3\xA9") == "caf\xC3\xA9");
+  CHECK(has_control("a\nb"));
+  CHECK_FALSE(has_control("a b"));
 }

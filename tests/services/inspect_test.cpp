@@ -417,6 +417,13 @@ TEST_CASE("inspect: bad input is refused clearly, unknown jobs are "
   pi::JobDetail detail;
   CHECK(fx.try_get("", detail).error_code()
         == grpc::StatusCode::INVALID_ARGUMENT);
+  MESSAGE("an id with '/' is refused like PutJob refuses it (issue 11.7.8)");
+  auto slash = fx.try_get("a/b", detail);
+  CHECK(slash.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(slash.error_message().find("contains '/'") != std::string::npos);
+  pi::ListEventsResponse slash_page;
+  CHECK(fx.events("a/b", 1, 10, slash_page).error_code()
+        == grpc::StatusCode::INVALID_ARGUMENT);
   CHECK(fx.try_get("missing", detail).error_code()
         == grpc::StatusCode::NOT_FOUND);
   CHECK(fx.try_get("gone", detail).error_code()

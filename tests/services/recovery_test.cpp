@@ -152,6 +152,49 @@ TEST_CASE("B7 and bad input: unregistered 400; missing status, unknown rank "
   CHECK(fx.status().recoverystate() == "INIT");
 }
 
+TEST_CASE("bad input accepted no more (issue 11.7): empty fault report, "
+          "unknown strategy, foreign stop-complete ranks") {
+  flow_fixture fx{{"recover", "dump"}, 5s, 5s};
+  auto seq = fx.status().lastseq();
+  MESSAGE("an empty ReportProcessFault starts nothing");
+  auto empty = fx.agent->report_process_fault({});
+  CHECK(empty.code() == -1);
+  CHECK(empty.info().find("faultRanks: must not be empty") != std::string::npos);
+  CHECK(fx.status().recoverystate() == "INIT");
+  CHECK(fx.status().lastseq() == seq);
+  CHECK_FALSE(fx.agent->next_signal(200ms).has_value());
+  MESSAGE("a flow waiting for ReportStopComplete");
+  REQUIRE(fx.agent->report_process_fault({{"8", "1"}}).code() == 0);
+  fx.expect("stopTrain");
+  fx.wait_state("WaitReportStopCompleteState");
+  seq = fx.status().lastseq();
+  for (const auto& bad : std::vector<std::vector<agent::fault>>{
+         {{"99", "1"}}, {{"08", "1"}}, {{"8", "1"}, {" 9", "1"}},
+         {{"8", "7"}}}) {
+    auto st = fx.agent->report_stop_complete(0, bad);
+    CHECK(st.code() == -1);
+    CHECK(st.info().find("faultRanks[") != std::string::npos);
+    CHECK(fx.status().recoverystate() == "WaitReportStopCompleteState");
+    CHECK(fx.status().lastseq() == seq);
+  }
+  REQUIRE(fx.agent->report_stop_complete(0, {{"8", "1"}}).code() == 0);
+  fx.expect("globalFault");
+  fx.wait_state("WaitReportRecoverStrategyState");
+  seq = fx.status().lastseq();
+  MESSAGE("ReportRecoverStrategy([teleport]) is refused, naming the known");
+  auto teleport = fx.agent->report_recover_strategy({"teleport"});
+  CHECK(teleport.code() == -1);
+  CHECK(teleport.info().find("strategies[0]: unknown strategy \"teleport\"")
+        != std::string::npos);
+  CHECK(teleport.info().find("retry, recover, recover-in-place")
+        != std::string::npos);
+  CHECK(fx.status().recoverystate() == "WaitReportRecoverStrategyState");
+  CHECK(fx.status().lastseq() == seq);
+  MESSAGE("the flow goes on with a valid report");
+  REQUIRE(fx.agent->report_recover_strategy({"recover", "dump"}).code() == 0);
+  fx.expect("changeStrategy", "recover");
+}
+
 TEST_CASE("design 4.3: a signal nobody picks up times out instead of "
           "hanging") {
   flow_fixture fx{{"recover", "dump"}, 5s, 300ms};
@@ -590,7 +633,13 @@ TEST_CASE("B31: SwitchNicTrack validation, code 413 with the reference's "
   REQUIRE(fx.agent->stub().SwitchNicTrack(&c, bad, &resp).ok());
   CHECK(resp.code() == 413);
   CHECK(resp.info() == "dev and op length is not equal");
+  MESSAGE("the same device twice (issue 11.7.5)");
+  auto seq = fx.status().lastseq();
+  auto twice = switch_nic(fx, {{"node-1", {{"3", true}, {"3", false}}}});
+  CHECK(twice.code() == 413);
+  CHECK(twice.info() == "device:3 of node:node-1 is listed twice");
   CHECK(fx.status().recoverystate() == "INIT");
+  CHECK(fx.status().lastseq() == seq);
 }
 
 TEST_CASE("B33/B34: pause, SwitchRankList to the worker, result, continue, "

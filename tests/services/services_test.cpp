@@ -1,11 +1,16 @@
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <sstream>
 #include <thread>
 
 #include <grpcpp/grpcpp.h>
+#include <spdlog/sinks/ostream_sink.h>
 
 #include "actors/error.hpp"
+#include "actors/log.hpp"
+#include "actors/model/job_model.hpp"
 #include "fixtures/service_fixture.hpp"
 #include "fixtures/temp_dir.hpp"
 #include "platform.grpc.pb.h"
@@ -184,6 +189,83 @@ TEST_CASE_FIXTURE(service_fixture, "Platform: device faults per job") {
   CHECK(status.healthstate() == "UnHealthy");
   REQUIRE(status.devicefaults_size() == 1);
   CHECK(status.devicefaults(0).nodename() == "node-1");
+}
+
+namespace {
+
+// A snapshot of `n` faults of job `id`, spread over its devices (pods of
+// `devices` devices, one pod per node, as spec_of lays them out).
+pb::ReportDeviceFaultsRequest
+device_snapshot(const std::string& id, size_t n, int pods, int devices) {
+  pb::ReportDeviceFaultsRequest req;
+  auto* job = req.add_jobs();
+  job->set_jobid(id);
+  job->set_healthstate("UnHealthy");
+  for (size_t i = 0; i < n; ++i) {
+    auto slot = static_cast<int>(i % static_cast<size_t>(pods * devices));
+    auto* f = job->add_faults();
+    f->set_nodename("node-" + std::to_string(slot / devices));
+    f->set_deviceid(std::to_string(slot % devices));
+    f->add_faultcodes("81078603");
+  }
+  return req;
+}
+
+} // namespace
+
+TEST_CASE_FIXTURE(service_fixture, "Platform: ReportDeviceFaults is capped "
+                                   "at max_device_faults_per_request entries "
+                                   "and linear below it") {
+  constexpr int pods = 4096;
+  constexpr int devices = 16; // 65,536 ranks
+  REQUIRE(put(spec_of("big", pods, devices)).ok());
+  REQUIRE(init("big").code() == 0);
+  REQUIRE(reg("big").code() == 0);
+  auto seq = get("big").lastseq();
+  MESSAGE("100,000 entries: refused as a whole, nothing recorded");
+  {
+    auto req = device_snapshot("big", 100000, pods, devices);
+    pb::ReportDeviceFaultsResponse resp;
+    auto c = ctx(60s);
+    auto started = std::chrono::steady_clock::now();
+    auto st = platform->ReportDeviceFaults(c.get(), req, &resp);
+    auto took = std::chrono::steady_clock::now() - started;
+    MESSAGE("100,000 entries refused after "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(took)
+                 .count()
+            << " ms");
+    CHECK(st.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+    CHECK(st.error_message().find("100000") != std::string::npos);
+    CHECK(st.error_message().find(std::to_string(
+            max_device_faults_per_request))
+          != std::string::npos);
+    auto status = get("big");
+    CHECK(status.lastseq() == seq);
+    CHECK(status.healthstate() == "Healthy");
+    CHECK(status.devicefaults_size() == 0);
+  }
+  MESSAGE("exactly the cap: recorded, one fault per device");
+  {
+    auto req = device_snapshot("big", max_device_faults_per_request, pods,
+                               devices);
+    pb::ReportDeviceFaultsResponse resp;
+    auto c = ctx(120s);
+    auto started = std::chrono::steady_clock::now();
+    auto st = platform->ReportDeviceFaults(c.get(), req, &resp);
+    auto took = std::chrono::steady_clock::now() - started;
+    MESSAGE(max_device_faults_per_request
+            << " entries handled in "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(took)
+                 .count()
+            << " ms");
+    REQUIRE_MESSAGE(st.ok(), st.error_message());
+    REQUIRE(resp.results_size() == 1);
+    CHECK_MESSAGE(resp.results(0).accepted(), resp.results(0).error());
+    auto status = get("big");
+    CHECK(status.healthstate() == "UnHealthy");
+    CHECK(status.devicefaults_size()
+          == static_cast<int>(max_device_faults_per_request));
+  }
 }
 
 TEST_CASE_FIXTURE(service_fixture, "Recover: Init, Register and HealthCheck "
@@ -392,4 +474,100 @@ TEST_CASE("durations parse as the flags document them") {
   CHECK_FALSE(parse_duration("3w", x));
   CHECK_FALSE(parse_duration("-1s", x));
   CHECK_FALSE(parse_duration("d", x));
+}
+
+TEST_CASE("log: a role with a newline is logged as one line, in text and "
+          "JSON (issue 11.7.7)") {
+  const std::string forged
+    = "taskd\n2026-12-02T00:00:00.000+0000 info job j deleted";
+  auto lines = [](const std::string& x) {
+    return std::count(x.begin(), x.end(), '\n');
+  };
+  for (const char* format : {"text", "json"}) {
+    CAPTURE(format);
+    std::ostringstream out;
+    spdlog::logger log{"t", std::make_shared<spdlog::sinks::ostream_sink_mt>(out)};
+    log.set_formatter(make_log_formatter(format));
+    log.info("job {} subscribed by {} at {}", "j", forged, "peer\r");
+    auto text = out.str();
+    CHECK(lines(text) == 1);
+    CHECK(text.find("taskd\\n2026") != std::string::npos);
+  }
+  MESSAGE("the daemon's own logger, through SubscribeProcessManageSignal");
+  std::ostringstream out;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(out);
+  logger().sinks().push_back(sink);
+  REQUIRE(configure_logging("info", "text"));
+  {
+    service_fixture fx;
+    REQUIRE(fx.put(spec_of("j")).ok());
+    REQUIRE(fx.init("j").code() == 0);
+    REQUIRE(fx.reg("j").code() == 0);
+    ::ClientInfo who;
+    who.set_jobid("j");
+    who.set_role(forged);
+    grpc::ClientContext c;
+    c.set_deadline(std::chrono::system_clock::now() + 10s);
+    auto reader = fx.recover->SubscribeProcessManageSignal(&c, who);
+    ::ProcessManageSignal sig;
+    CHECK(reader->Read(&sig)); // a keep-alive: the stream is attached
+    c.TryCancel();
+    while (reader->Read(&sig)) {
+    }
+    reader->Finish();
+  } // the daemon is stopped: nothing logs any more
+  logger().sinks().pop_back();
+  std::istringstream text{out.str()};
+  int subscribed = 0;
+  for (std::string line; std::getline(text, line);) {
+    CHECK(line.rfind("2026-12-02T00:00:00.000+0000", 0) != 0);
+    if (line.find("subscribed by") != std::string::npos) {
+      ++subscribed;
+      CHECK(line.find("taskd\\n2026") != std::string::npos);
+    }
+  }
+  CHECK(subscribed == 1);
+}
+
+TEST_CASE_FIXTURE(service_fixture, "Recover: an id with '/' is refused at "
+                                   "every entry (issue 11.7.8)") {
+  REQUIRE(put(spec_of("j")).ok());
+  auto slash = [](const grpc::Status& st) {
+    CHECK(st.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+    CHECK(st.error_message().find("contains '/'") != std::string::npos);
+  };
+  ::ClientInfo who;
+  who.set_jobid("j/x");
+  ::Status resp;
+  auto c = ctx();
+  slash(recover->Init(c.get(), who, &resp));
+  c = ctx();
+  slash(recover->Register(c.get(), who, &resp));
+  {
+    grpc::ClientContext sc;
+    sc.set_deadline(std::chrono::system_clock::now() + 10s);
+    auto reader = recover->SubscribeProcessManageSignal(&sc, who);
+    ::ProcessManageSignal sig;
+    CHECK_FALSE(reader->Read(&sig));
+    slash(reader->Finish());
+  }
+  ::StopCompleteRequest stop;
+  stop.set_jobid("j/x");
+  stop.mutable_status()->set_code(0);
+  c = ctx();
+  slash(recover->ReportStopComplete(c.get(), stop, &resp));
+  ::ProcessFaultRequest fault;
+  fault.set_jobid("j/x");
+  auto* f = fault.add_faultranks();
+  f->set_rankid("0");
+  f->set_faulttype("1");
+  c = ctx();
+  slash(recover->ReportProcessFault(c.get(), fault, &resp));
+  ::SwitchNics nics;
+  nics.set_jobid("j/x");
+  c = ctx();
+  auto st = recover->SwitchNicTrack(c.get(), nics, &resp);
+  slash(st);
+  CHECK(st.error_message().rfind("jobID:", 0) == 0);
+  CHECK(get("j").lastseq() == 1);
 }

@@ -5,6 +5,11 @@
 
 #include "actors/model/machines/machine.hpp"
 
+#include <array>
+
+#include "actors/model/text.hpp"
+#include "actors/model/validate.hpp"
+
 namespace recoverd::machines {
 
 namespace {
@@ -104,6 +109,106 @@ report_kind expected_report(flow_state state) {
     if (row.state == state)
       result = row.kind;
   return result;
+}
+
+} // namespace recoverd
+
+namespace recoverd {
+
+namespace {
+
+// Every strategy name of the protocol (reference §0): configured, reported
+// by agents, or sent as changeStrategy.
+constexpr std::array<std::string_view, 12> strategy_names = {
+  "retry",     "recover",          "recover-in-place", "dump",
+  "exit",      "continue",         "elastic-training", "downgrade",
+  "upgrade",   "migration",        "job-rescheduling", "pod-rescheduling"};
+
+failure bad_field(const std::string& field, const std::string& what) {
+  return fail(errc::invalid_argument, field + ": " + what);
+}
+
+std::string quoted(std::string_view x) {
+  return "\"" + excerpt(x) + "\"";
+}
+
+} // namespace
+
+bool is_canonical_rank(std::string_view x) {
+  if (x.empty() || x.size() > 9 || (x.size() > 1 && x[0] == '0'))
+    return false;
+  for (auto c : x)
+    if (c < '0' || c > '9')
+      return false;
+  return true;
+}
+
+bool is_strategy_name(std::string_view x) {
+  for (auto name : strategy_names)
+    if (x == name)
+      return true;
+  return false;
+}
+
+const std::string& strategy_names_text() {
+  static const std::string result = [] {
+    std::string xs;
+    for (auto name : strategy_names) {
+      if (!xs.empty())
+        xs += ", ";
+      xs += name;
+    }
+    return xs;
+  }();
+  return result;
+}
+
+failure validate_report(const job_spec& spec, const flow_input& in,
+                        const rank_index* ranks) {
+  switch (in.kind) {
+    case report_kind::process:
+      // An empty report would start a recovery of no rank.
+      if (in.faults.empty())
+        return bad_field("faultRanks", "must not be empty (a fault report "
+                                       "names at least one rank)");
+      return failure{};
+    case report_kind::strategy:
+      for (size_t i = 0; i < in.strategies.size(); ++i)
+        if (!is_strategy_name(in.strategies[i]))
+          return bad_field("strategies[" + std::to_string(i) + "]",
+                           "unknown strategy " + quoted(in.strategies[i])
+                             + " (known: " + strategy_names_text() + ")");
+      return failure{};
+    case report_kind::stop: {
+      if (in.faults.empty())
+        return failure{};
+      rank_index local;
+      if (ranks == nullptr) {
+        local = rank_index{spec};
+        ranks = &local;
+      }
+      for (size_t i = 0; i < in.faults.size(); ++i) {
+        const auto& f = in.faults[i];
+        auto field = "faultRanks[" + std::to_string(i) + "]";
+        if (!is_canonical_rank(f.rank_id))
+          return bad_field(field + ".rankId",
+                           "must be a canonical non-negative decimal, got "
+                             + quoted(f.rank_id));
+        if (ranks->find(f.rank_id) == nullptr)
+          return bad_field(field + ".rankId",
+                           "rank " + f.rank_id
+                             + " is not in the job's topology");
+        if (!f.fault_type.empty() && !fault_type_from_string(f.fault_type))
+          return bad_field(field + ".faultType",
+                           "unknown type " + quoted(f.fault_type)
+                             + " (allowed: \"\", 0, 1, 2)");
+      }
+      return failure{};
+    }
+    case report_kind::stress:
+      return validate_stress_results(spec, in.stress_result, ranks);
+    default: return failure{};
+  }
 }
 
 } // namespace recoverd

@@ -4,6 +4,11 @@
 
 #include "actors/model/machines/machine.hpp"
 
+#include <set>
+#include <utility>
+
+#include "actors/model/text.hpp"
+
 namespace recoverd {
 
 namespace machines {
@@ -72,6 +77,7 @@ biz_status validate_switch(const recovery& current, const job_spec& spec,
     return {413, "nicOps is empty: nothing to switch"};
   if (!subscribed)
     return {413, "job:" + id + " has no agent subscribed"};
+  std::set<std::pair<std::string, std::string>> seen;
   for (const auto& op : ops) {
     const pod* host = nullptr;
     const device* dev = nullptr;
@@ -90,6 +96,10 @@ biz_status validate_switch(const recovery& current, const job_spec& spec,
       return {413, "device:" + op.device + " not exist in node:" + op.node};
     if (host->super_pod_id < 0)
       return {413, "node:" + op.node + " should operate in superPodID"};
+    // One device, two operations: which one wins would be up to the worker.
+    if (!seen.emplace(op.node, op.device).second)
+      return {413, "device:" + excerpt(op.device) + " of node:"
+                     + excerpt(op.node) + " is listed twice"};
     ranks.push_back(dev->rank_id);
     to_backup.push_back(op.to_backup);
   }
