@@ -100,8 +100,8 @@ setup make_setup(uint64_t seed) {
     auto i = r.below(static_cast<uint32_t>(xs.size()));
     return millis{*(xs.begin() + i)};
   };
-  w.report = ms({200, 1'000, 5'000});
-  w.notify = ms({50, 300, 1'000});
+  w.report = ms({500, 2'000, 10'000});
+  w.notify = ms({100, 1'000, 5'000});
   w.fault_flush = ms({0, 0, 20, 200});
   w.resource_release = ms({0, 0, 50});
   w.recover_in_place = ms({0, 30, 300});
@@ -113,7 +113,7 @@ setup make_setup(uint64_t seed) {
   w.platform = ms({0, 200, 2'000});
   // A zero poll with a platform wait makes a polled state re-check itself
   // without time passing; configurations use a positive poll.
-  w.poll = ms({1, 20, 100});
+  w.poll = ms({10, 50, 200});
   return result;
 }
 
@@ -307,6 +307,10 @@ public:
     move_time(now_ + s.dt_ms);
     if (!failure_)
       act(s);
+    // Each delivery may leave the next signal pending (a chain of notify
+    // states); the bound only guards against a machine that loops.
+    for (int i = 0; s.settle && !failure_ && i < 8 && deliverable(); ++i)
+      deliver();
     if (!failure_)
       after_step();
     flush_trace(index, s.dt_ms, to_string(s.kind));
@@ -337,18 +341,45 @@ private:
   void note(std::string x) {
     if (!opts_.trace)
       return;
-    if (!notes_.empty())
-      notes_ += "; ";
-    notes_ += std::move(x);
+    // Polls repeat: "deadline fallbackCheck; 1 events" x 200 reads as one
+    // line with a count.
+    auto n = notes_.size();
+    if (n >= 2 && notes_[n - 2].first == x && x.rfind("deadline ", 0) == 0) {
+      ++notes_[n - 2].second;
+      return;
+    }
+    if (n >= 1 && notes_[n - 1].first == x) {
+      ++notes_[n - 1].second;
+      return;
+    }
+    notes_.emplace_back(std::move(x), 1);
+  }
+
+  std::string render_notes() const {
+    std::string out;
+    for (const auto& [text, count] : notes_) {
+      if (!out.empty())
+        out += "; ";
+      out += text;
+      if (count > 1)
+        out += " (x" + std::to_string(count) + ")";
+    }
+    return out.empty() ? "-" : out;
   }
 
   void flush_trace(size_t index, uint32_t dt, const char* kind) {
     if (!opts_.trace)
       return;
     std::string line = "#" + std::to_string(index) + " +" + std::to_string(dt)
-      + "ms " + kind + ": " + (notes_.empty() ? "-" : notes_) + " => "
+      + "ms " + kind + ": " + render_notes() + " => "
       + (live_.exists ? to_string(live_.rec.flow.state) : "(no job)")
       + " seq=" + std::to_string(live_.seq);
+    const auto& flow = live_.rec.flow;
+    if (live_.exists && flow.deadline_ms > 0)
+      line += " deadline=" + std::string{to_string(flow.deadline_event)} + "@+"
+        + std::to_string(flow.deadline_ms - now_) + "ms";
+    if (live_.exists && flow.wait_until_ms > 0)
+      line += " wait_until=+" + std::to_string(flow.wait_until_ms - now_) + "ms";
     if (failure_ && failure_->step == index)
       line += "  !! " + failure_->invariant + ": " + failure_->what;
     trace_.push_back(std::move(line));
@@ -391,11 +422,14 @@ private:
   void move_time(int64_t t) {
     // Deadlines that fall due on the way fire first, at their deadline, as
     // the job actor's timers do.
-    for (int fired = 0; !failure_; ++fired) {
+    int64_t last = -1;
+    for (int same = 0; !failure_;) {
       auto d = live_.rec.flow.deadline_ms;
       if (!live_.exists || d <= 0 || d > t)
         break;
-      if (fired > 1'000) {
+      same = d == last ? same + 1 : 0;
+      last = d;
+      if (same > 1'000) {
         fail("deadline", "the deadline of " + state_name()
                            + " fired 1000 times without time passing");
         return;
@@ -545,8 +579,19 @@ private:
         fail("uuid", std::string{what} + " " + describe_signal(sig)
                        + " does not carry its flow's uuid (" + uuid + ")");
     };
-    for (const auto& sig : x->side_signals)
+    for (const auto& sig : x->side_signals) {
+      // The stress test's start-agent signals have uuids of their own (as
+      // in the reference): fresh ones, which then belong to the flow.
+      bool own = sig.signal_type == "pauseStartAgent"
+        || sig.signal_type == "continueStartAgent";
+      if (own && !sig.uuid.empty() && sig.uuid != uuid && sig.uuid != old_uuid
+          && seen_uuids_.count(sig.uuid) == 0) {
+        seen_uuids_.insert(sig.uuid);
+        flow_uuids_.insert(sig.uuid);
+        continue;
+      }
       check_signal(sig, "side signal");
+    }
     if (after.flow.outbox)
       check_signal(*after.flow.outbox, "pending signal");
     if (const auto& sig = x->input.delivered) {
@@ -675,10 +720,10 @@ private:
     for (uint32_t i = 0, n = 1 + s.x % 3; i < n; ++i) {
       auto r = (s.y >> (i * 8)) & 0xff;
       auto t = (s.z >> (i * 8)) & 0xff;
-      faults.push_back({r % 32 == 31 ? "999" : rank(r),
-                        nth(std::array<const char*, 10>{"1", "1", "1", "1", "1",
-                                                        "0", "0", "2", "2",
-                                                        "7"},
+      faults.push_back(
+        {r % 64 == 63 ? "999" : rank(r),
+         t % 32 == 31 ? "7"
+                      : nth(std::array<const char*, 5>{"1", "1", "1", "0", "2"},
                             t)});
     }
     note("fault " + faults.front().rank_id + ":" + faults.front().fault_type
@@ -736,6 +781,14 @@ private:
   static bool to_worker(const process_signal& sig) {
     return sig.signal_type == "SwitchRankList"
       || sig.signal_type == "StressTestRankParams";
+  }
+
+  bool deliverable() const {
+    if (!live_.exists || !live_.rec.flow.outbox)
+      return false;
+    const auto& sig = *live_.rec.flow.outbox;
+    return (to_worker(sig) || live_generation_ != 0)
+      && (to_worker(sig) || send_result_event(sig) != ev::none);
   }
 
   void deliver() {
@@ -1051,6 +1104,28 @@ private:
       return fail("snapshot", "the snapshot of the live state reads back "
                               "different in "
                                 + diff);
+    // Start-up as recoverd does it: the snapshot taken at the previous
+    // restart plus the events after it.
+    if (!snapshot_.empty()) {
+      auto from = storage::decode_snapshot(snapshot_);
+      if (!from)
+        return fail("snapshot", "the stored snapshot does not decode");
+      auto state = std::move(*from);
+      for (size_t i = snapshot_seq_; i < log_.size(); ++i) {
+        auto ev = storage::decode_event(log_[i]);
+        if (ev && (!opts_.tamper_replay || opts_.tamper_replay(*ev)))
+          state = apply(std::move(state), std::move(*ev));
+      }
+      diff = first_difference(live_, state);
+      if (!diff.empty())
+        return fail("snapshot", "the snapshot of seq "
+                                  + std::to_string(snapshot_seq_)
+                                  + " plus the events after it differs from "
+                                    "the live job in "
+                                  + diff);
+    }
+    snapshot_ = storage::encode_snapshot(live_);
+    snapshot_seq_ = live_.seq;
     live_ = replayed;
     shadow_ = std::move(replayed);
     // Streams do not survive a crash; the agent has to subscribe again.
@@ -1065,6 +1140,9 @@ private:
   // The fold of the decoded log, kept step by step.
   job_model shadow_;
   std::vector<std::string> log_;
+  // The snapshot of the last restart and the sequence number it holds.
+  std::string snapshot_;
+  uint64_t snapshot_seq_ = 0;
   int64_t now_ = 1'700'000'000'000;
   uint64_t live_generation_ = 0;
   uint64_t uuids_made_ = 0;
@@ -1081,7 +1159,7 @@ private:
   std::optional<violation> failure_;
   size_t index_ = 0;
   std::vector<std::string> trace_;
-  std::string notes_;
+  std::vector<std::pair<std::string, int>> notes_;
 };
 
 } // namespace
@@ -1120,6 +1198,7 @@ schedule make_schedule(uint64_t seed, size_t steps) {
     s.x = static_cast<uint32_t>(r.next());
     s.y = static_cast<uint32_t>(r.next());
     s.z = static_cast<uint32_t>(r.next());
+    s.settle = r.below(4) != 0;
     result.steps.push_back(s);
   }
   return result;
@@ -1169,8 +1248,9 @@ std::string describe(const schedule& s) {
   for (size_t i = 0; i < s.steps.size(); ++i) {
     const auto& x = s.steps[i];
     char line[160];
-    std::snprintf(line, sizeof(line), "  %zu: %s dt=%u x=%u y=%u z=%u\n", i,
-                  to_string(x.kind), x.dt_ms, x.x, x.y, x.z);
+    std::snprintf(line, sizeof(line), "  %zu: %s dt=%u x=%u y=%u z=%u%s\n",
+                  i, to_string(x.kind), x.dt_ms, x.x, x.y, x.z,
+                  x.settle ? "" : " (no push)");
     out += line;
   }
   return out;

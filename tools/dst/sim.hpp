@@ -64,6 +64,10 @@ struct step {
   uint32_t x = 0;
   uint32_t y = 0;
   uint32_t z = 0;
+  /// Right after the step the pending signal reaches a subscribed agent (or
+  /// a worker), as the job actor pushes it after a commit; when false it
+  /// stays pending until a `deliver` step, a new subscriber, or its timeout.
+  bool settle = true;
 };
 
 /// A schedule: the seed that chose the job's configuration and waits, and
