@@ -35,7 +35,7 @@ enum class step_kind : uint8_t {
   stale_delivery, ///< A signal delivered earlier is confirmed again, late.
   report,         ///< A report of some kind and code, in any state.
   fire_timer,     ///< Time jumps to the flow's deadline, which fires.
-  idle,           ///< Nothing happens for a while (at most to the deadline).
+  idle,           ///< Nothing happens for 0.5 to 60 s (deadlines fire).
   subscribe,      ///< An agent stream (re)subscribes, taking over.
   detach,         ///< The agent stream is lost.
   init,           ///< Recover.Init.
