@@ -138,6 +138,56 @@ TEST_CASE("inputs a state does not wait for are refused and change nothing") {
   CHECK_FALSE(m.raw(in));
 }
 
+// Found by tools/dst (a late duplicate delivery): the machine took any
+// delivery result for the pending signal, so a stale stopTrain confirmation
+// passed for the globalFault, or for the next flow's stopTrain.
+TEST_CASE("a delivery result that is not for the pending signal is refused") {
+  machine m;
+  m.fault({{"8", "1"}});
+  auto stop = m.deliver();
+  m.report(report_kind::stop);
+  REQUIRE(m.rec.flow.state == st::notify_global_fault);
+  flow_input late;
+  late.name = ev::notify_success;
+  late.delivered = stop;
+  auto s = m.raw(late);
+  REQUIRE_FALSE(s);
+  CHECK(errc_of(s.error()) == errc::unexpected_report);
+  CHECK(m.rec.flow.state == st::notify_global_fault);
+  // The next flow's stopTrain is not confirmed by the old one either.
+  m.rec = {};
+  m.fault({{"8", "1"}});
+  REQUIRE(m.rec.flow.state == st::notify_stop_train);
+  REQUIRE(m.rec.flow.uuid != stop.uuid);
+  CHECK_FALSE(m.raw(late));
+  m.deliver();
+  CHECK(m.rec.flow.state == st::wait_stop_complete);
+}
+
+// Found by tools/dst: after the fault pods came back, a second pod change
+// re-ran the reschedule check, which re-armed the wait with the cleared
+// `wait_until_ms` (0): the state waited for the agent with no deadline.
+TEST_CASE("a pod change after the pods are back keeps the report deadline") {
+  machine m;
+  m.up_to_strategy_wait();
+  m.report(report_kind::strategy, 0, "", {"recover", "dump"});
+  m.deliver(); // changeStrategy(recover)
+  REQUIRE(m.rec.flow.state == st::wait_process_recover_status);
+  CHECK(m.rec.flow.deadline_event == ev::reschedule_check);
+  flow_input changed;
+  changed.name = ev::job_changed;
+  m.spec.pods[1].uid = "uid-1-rescheduled";
+  m.feed(changed);
+  REQUIRE(m.rec.flow.deadline_event == ev::receive_timeout);
+  auto deadline = m.rec.flow.deadline_ms;
+  REQUIRE(deadline > 0);
+  m.spec.pods[1].running = false;
+  m.feed(changed);
+  CHECK(m.rec.flow.state == st::wait_process_recover_status);
+  CHECK(m.rec.flow.deadline_ms == deadline);
+  CHECK(m.rec.flow.deadline_event == ev::receive_timeout);
+}
+
 TEST_CASE("a normal fault: stopTrain, then globalFault over the whole pod") {
   machine m;
   m.fault({{"8", "1"}});

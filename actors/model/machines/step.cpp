@@ -49,9 +49,14 @@ const rule* find_rule(flow_state state, flow_event event) {
 }
 
 // The polled wait a pod change re-checks now, or `none`.
-flow_event job_change_event(flow_state state) {
-  switch (state) {
-    case st::wait_process_recover_status: return ev::reschedule_check;
+flow_event job_change_event(const flow_part& flow) {
+  switch (flow.state) {
+    case st::wait_process_recover_status:
+      // Once the pods are back (the reschedule wait is over, `wait_until_ms`
+      // cleared) the state waits for the agent's report under its report
+      // deadline; a later pod change must not re-run the reschedule check,
+      // which would replace that deadline with none (found by tools/dst).
+      return flow.wait_until_ms != 0 ? ev::reschedule_check : ev::none;
     case st::listen_schedule_result: return ev::schedule_check;
     case st::fault_retry: return ev::fallback_check;
     case st::scale_running: return ev::scale_check;
@@ -112,6 +117,14 @@ expected<flow_step> step(const recovery& current, const job_spec& spec,
   out.path.push_back(rec.flow.state);
   ctx c{rec, spec, *ranks, init, in, waits, out, &device_faults};
   auto event = in.name;
+  // A delivery result is about the pending signal only: a late or duplicate
+  // confirmation (of an earlier state's signal, or of an ended flow's) must
+  // not move the machine as if the pending signal had gone out.
+  if (in.delivered && !(rec.flow.outbox && *rec.flow.outbox == *in.delivered))
+    return fail(errc::unexpected_report,
+                "the delivered " + in.delivered->signal_type + " (uuid "
+                  + in.delivered->uuid + ") is not the signal pending in state "
+                  + to_string(rec.flow.state));
   // Inputs that are not rows of the table.
   if (in.kind == report_kind::process
       && contains(init.strategies, "recover-in-place")) {
@@ -147,7 +160,7 @@ expected<flow_step> step(const recovery& current, const job_spec& spec,
       break;
     case ev::job_changed:
       // Pod changes matter only to the polled waits; re-check them now.
-      event = job_change_event(rec.flow.state);
+      event = job_change_event(rec.flow);
       if (event == ev::none)
         return out;
       break;
