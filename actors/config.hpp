@@ -25,6 +25,10 @@ struct job_config {
   size_t stream_buffer = 1'024;
   /// Wall clock in Unix milliseconds; tests pin it.
   std::function<int64_t()> clock;
+  /// Makes the uuid of a new flow or signal; when empty, the reference's
+  /// form from the clock and a random source. The simulator pins it, so
+  /// that a seed replays the same run.
+  std::function<std::string()> uuid;
 };
 
 /// Configuration of the job registry.

@@ -24,6 +24,8 @@ bool changes_annotations(const event_body& body) {
 // A flow uuid as the reference makes it: upper-case hex of the nanosecond
 // clock, '-', 32 lower-case hex digits.
 std::string new_uuid(self_ptr self) {
+  if (self->state.cfg.uuid)
+    return self->state.cfg.uuid();
   static constexpr char hex[] = "0123456789abcdef";
   auto ns = static_cast<uint64_t>(self->state.cfg.clock()) * 1'000'000
     + static_cast<uint64_t>(

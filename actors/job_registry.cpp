@@ -10,6 +10,7 @@
 #include "actors/job_directory.hpp"
 #include "actors/log.hpp"
 #include "storage/event_log.hpp"
+#include "storage/replay.hpp"
 
 namespace recoverd {
 
@@ -277,14 +278,18 @@ job_registry(job_registry_actor::stateful_pointer<job_registry_state> self,
         return make_error(errc::job_cap_reached,
                           "job cap of " + std::to_string(st.cfg.max_jobs)
                             + " reached; delete jobs or raise --max-jobs");
-      // A re-created job continues the sequence of its deleted history.
+      // A re-created job continues its deleted history: the sequence and
+      // the subscription counter, as a replay of its log would (found by
+      // tools/dst --actor: the counter started again at 0, so generations
+      // repeated and the live job differed from its replay).
       job_model fresh;
       fresh.spec.job_id = spec.job_id;
       if (st.log != nullptr) {
-        auto last = st.log->last_seq(spec.job_id);
-        if (!last)
-          return last.error();
-        fresh.seq = *last;
+        auto old = storage::replay_job(*st.log, spec.job_id);
+        if (!old)
+          return old.error();
+        fresh.seq = old->state.seq;
+        fresh.subscriber_generation = old->state.subscriber_generation;
       }
       auto id = spec.job_id;
       auto hdl = spawn_job(self, std::move(fresh));

@@ -12,6 +12,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "actors/log.hpp"
+#include "tools/dst/actor_sim.hpp"
 #include "tools/dst/sim.hpp"
 
 using namespace recoverd;
@@ -27,16 +29,17 @@ uint64_t schedule_seed(uint64_t seed, uint64_t i) {
   return z ^ (z >> 31);
 }
 
-void report_failure(const dst::schedule& s, const dst::outcome& o) {
+void report_failure(const dst::schedule& s, const dst::outcome& o,
+                    const dst::runner& run) {
   const auto& v = *o.failure;
   std::printf("VIOLATION of %s at step %zu of schedule seed %llu:\n  %s\n",
               v.invariant.c_str(), v.step,
               static_cast<unsigned long long>(s.seed), v.what.c_str());
   std::fflush(stdout);
-  auto small = dst::shrink(s);
+  auto small = dst::shrink(s, {}, run);
   dst::run_options traced;
   traced.trace = true;
-  auto replay = dst::run(small, traced);
+  auto replay = run(small, traced);
   std::printf("minimal schedule (%zu of %zu steps), reproduce with "
               "--seed-exact %llu:\n%s",
               small.steps.size(), s.steps.size(),
@@ -60,7 +63,11 @@ int main(int argc, char** argv) {
   size_t steps = 200;
   double seconds = 0;
   bool trace = false;
+  bool actor = false;
   CLI::App cli{"dst: deterministic simulation of the recoverd job model"};
+  cli.add_flag("--actor", actor,
+               "drive the job actor (registry, journal, event log under the "
+               "deterministic test coordinator) instead of the pure model");
   cli.add_option("--seed", seed, "base seed of the run")->capture_default_str();
   cli.add_option("--seed-exact", exact,
                  "run only the schedule of this seed (as a violation prints "
@@ -74,6 +81,8 @@ int main(int argc, char** argv) {
                  "of --schedules)");
   cli.add_flag("--trace", trace, "print the trace of every schedule run");
   CLI11_PARSE(cli, argc, argv);
+  // The actors' log lines would drown the one summary line.
+  configure_logging("error", "text");
 
   auto start = std::chrono::steady_clock::now();
   auto elapsed = [&start] {
@@ -86,20 +95,24 @@ int main(int argc, char** argv) {
   size_t violations = 0;
   dst::run_options opts;
   opts.trace = trace;
+  dst::runner run = [actor](const dst::schedule& x,
+                            const dst::run_options& o) {
+    return actor ? dst::run_actor(x, o) : dst::run(x, o);
+  };
   for (uint64_t i = 0;; ++i) {
     if (exact != 0 ? i >= 1
                    : seconds > 0 ? elapsed() >= seconds : i >= schedules)
       break;
     auto s = dst::make_schedule(exact != 0 ? exact : schedule_seed(seed, i),
                                 steps);
-    auto o = dst::run(s, opts);
+    auto o = run(s, opts);
     for (const auto& line : o.trace)
       std::printf("%s\n", line.c_str());
     ++done;
     total_steps += o.steps;
     if (o.failure) {
       ++violations;
-      report_failure(s, o);
+      report_failure(s, o, run);
       break;
     }
   }

@@ -48,17 +48,13 @@ const T& nth(const std::array<T, N>& xs, uint32_t i) {
   return xs[i % N];
 }
 
+} // namespace
+
 // -- the job a seed configures ------------------------------------------------
 
-struct setup {
-  job_spec spec;
-  timeouts waits;
-  int devices = 0;
-};
-
-setup make_setup(uint64_t seed) {
+job_setup make_setup(uint64_t seed) {
   rng r{seed ^ 0x5eed5eed5eed5eedull};
-  setup result;
+  job_setup result;
   auto& spec = result.spec;
   spec.job_id = "dst";
   spec.name = "train";
@@ -117,7 +113,7 @@ setup make_setup(uint64_t seed) {
   return result;
 }
 
-std::string describe_setup(const setup& s) {
+std::string describe_setup(const job_setup& s) {
   const auto& spec = s.spec;
   std::string out = "job: " + std::to_string(spec.pods.size()) + " pods x "
     + std::to_string(s.devices) + " devices, strategies [";
@@ -144,6 +140,10 @@ std::string describe_setup(const setup& s) {
     + " poll=" + std::to_string(w.poll.count());
   return out;
 }
+
+namespace {
+
+using setup = job_setup;
 
 // -- model comparison ---------------------------------------------------------
 
@@ -226,6 +226,8 @@ std::string recovery_difference(const recovery& x, const recovery& y) {
   return out.empty() ? "rec" : out;
 }
 
+} // namespace
+
 // -- the report oracle --------------------------------------------------------
 
 // Which reports each waiting state waits for, written down here from the
@@ -252,12 +254,14 @@ bool report_waited(flow_state s, report_kind k, int32_t code) {
   }
 }
 
+namespace {
+
 constexpr std::array<report_kind, 5> report_kinds
   = {report_kind::stop, report_kind::strategy, report_kind::status,
      report_kind::switch_nic, report_kind::stress};
 
-// States whose entry gives the flow a new uuid by design: a (new) stopTrain
-// round, an operator action's pause, a stress test's phases.
+} // namespace
+
 bool starts_round(const std::vector<flow_state>& path) {
   for (size_t i = 1; i < path.size(); ++i)
     switch (path[i]) {
@@ -269,6 +273,8 @@ bool starts_round(const std::vector<flow_state>& path) {
     }
   return false;
 }
+
+namespace {
 
 std::string hex(uint64_t x, int digits) {
   static constexpr char xs[] = "0123456789abcdef";
@@ -1213,6 +1219,13 @@ outcome run(const schedule& s, const run_options& opts) {
 }
 
 schedule shrink(const schedule& s, const run_options& opts) {
+  return shrink(s, opts, [](const schedule& x, const run_options& o) {
+    return run(x, o);
+  });
+}
+
+schedule shrink(const schedule& s, const run_options& opts,
+                const runner& run) {
   auto quiet = opts;
   quiet.trace = false;
   auto first = run(s, quiet);

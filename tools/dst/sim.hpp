@@ -77,6 +77,30 @@ struct schedule {
   std::vector<step> steps;
 };
 
+/// The job a seed configures: its spec and the protocol's waits.
+struct job_setup {
+  job_spec spec;
+  timeouts waits;
+  /// Devices per pod.
+  int devices = 0;
+};
+
+/// The job and waits of `seed` (the same in every mode of the simulator).
+job_setup make_setup(uint64_t seed);
+
+/// The job and waits as text (two lines).
+std::string describe_setup(const job_setup& s);
+
+/// Whether a job in state `s` waits for a report of kind `k` with `code`:
+/// the protocol's table (reference §5, §8, §9), written down apart from the
+/// model's so that the two can disagree.
+bool report_waited(flow_state s, report_kind k, int32_t code);
+
+/// Whether a step through `path` starts a round that gives the flow a new
+/// uuid by design (a new stopTrain, an operator's pause, a stress test's
+/// phases).
+bool starts_round(const std::vector<flow_state>& path);
+
 /// Makes the schedule of `seed` with `steps` steps.
 schedule make_schedule(uint64_t seed, size_t steps);
 
@@ -124,6 +148,12 @@ outcome run(const schedule& s, const run_options& opts = {});
 /// break one): steps are dropped one at a time while it still does, until
 /// no single step can go.
 schedule shrink(const schedule& s, const run_options& opts = {});
+
+/// Runs a schedule in one mode of the simulator.
+using runner = std::function<outcome(const schedule&, const run_options&)>;
+
+/// `shrink` with the runs of `run` (e.g. `run_actor`).
+schedule shrink(const schedule& s, const run_options& opts, const runner& run);
 
 /// The schedule as text: the seed, the job it configures, one line per step.
 std::string describe(const schedule& s);
