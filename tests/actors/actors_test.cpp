@@ -713,3 +713,35 @@ TEST_CASE_FIXTURE(registry_fixture, "redeliver: a new worker stream of a "
   for (const auto& sig : again->items)
     CHECK(sig.signal_type != "SwitchRankList");
 }
+
+// Found by tools/dst --actor: a re-created job started its subscription
+// counter at 0 while the log's fold continued it, so generations repeated
+// and the live job differed from its replay.
+TEST_CASE_FIXTURE(registry_fixture, "a re-created job continues the "
+                                    "subscription counter of its deleted "
+                                    "history, as its replay does") {
+  put(test::make_job("j"));
+  init("j");
+  reg("j");
+  subscribe("j");
+  auto before = request<job_inspection>(registry, inspect_atom::value,
+                                        std::string{"j"});
+  REQUIRE(before.model.subscriber_generation == 1);
+  request<uint64_t>(registry, delete_atom::value, std::string{"j"});
+  put(test::make_job("j"));
+  auto live = request<job_inspection>(registry, inspect_atom::value,
+                                      std::string{"j"});
+  CHECK(live.model.subscriber_generation == 1);
+  auto replayed = storage::replay_job(*log, "j");
+  REQUIRE(replayed);
+  CHECK(replayed->state.subscriber_generation
+        == live.model.subscriber_generation);
+  CHECK(replayed->state.seq == live.model.seq);
+  init("j");
+  reg("j");
+  subscribe("j");
+  live = request<job_inspection>(registry, inspect_atom::value,
+                                 std::string{"j"});
+  CHECK(live.model.subscriber_generation == 2);
+  CHECK(live.live.generation == 2);
+}
