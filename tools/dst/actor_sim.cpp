@@ -96,6 +96,7 @@ private:
 using agent_sink = sim_sink<process_signal>;
 using switch_sink = sim_sink<switch_rank_list>;
 using stress_sink = sim_sink<stress_rank_params>;
+using operator_sink = sim_sink<om_message>;
 
 // A reply that arrived (value) or an error (value empty).
 template <class T>
@@ -615,6 +616,13 @@ private:
                                      + to_string(flow.state) + " waits on");
       }
     }
+    // An operator stream ends with its action.
+    if (m.rec.action.kind == om_kind::none)
+      for (const auto& o : operators_)
+        if (!o->finished)
+          return fail("operator", "an operator stream is still open, with "
+                                    + std::to_string(o->items.size())
+                                    + " messages, after its action ended");
     if (opts_.extra_check) {
       auto msg = opts_.extra_check(m);
       if (!msg.empty())
@@ -989,6 +997,15 @@ private:
     note("switch nic -> " + (x ? std::to_string(x.value->code) + " "
                                    + x.value->info
                                : message_of(x.error)));
+    if (x && x.value->code == 0)
+      follow(om_kind::switch_nic);
+  }
+
+  // The operator follows the action it started on an operator stream.
+  void follow(om_kind kind) {
+    auto sink = std::make_shared<operator_sink>(this);
+    if (ask<ok_atom>(om_atom::value, job_id(), kind, om_sink_ptr{sink}))
+      operators_.push_back(std::move(sink));
   }
 
   void stress_test(const step& s) {
@@ -1005,6 +1022,8 @@ private:
     note("stress test -> " + (x ? std::to_string(x.value->code) + " "
                                     + x.value->info
                                 : message_of(x.error)));
+    if (x && x.value->code == 0)
+      follow(om_kind::stress);
   }
 
   void clear_node(const step& s) {
@@ -1053,6 +1072,7 @@ private:
     }
     note("restart: " + std::to_string(all->events_replayed) + " events");
     retired_.clear();
+    operators_.clear();
     agent_ = nullptr;
     switch_ = nullptr;
     stress_ = nullptr;
@@ -1108,6 +1128,8 @@ private:
   std::shared_ptr<switch_sink> switch_;
   std::shared_ptr<stress_sink> stress_;
   std::vector<flow_input> sent_;
+  // Operator streams of the actions started since the last restart.
+  std::vector<std::shared_ptr<operator_sink>> operators_;
 
 public:
   // Every agent signal pushed, with the log position at the push.
