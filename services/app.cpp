@@ -17,6 +17,7 @@
 #include "actors/log.hpp"
 #include "services/http_gateway.hpp"
 #include "services/inspect_service.hpp"
+#include "services/listener.hpp"
 #include "services/metrics.hpp"
 #include "services/platform_service.hpp"
 #include "services/recover_service.hpp"
@@ -131,6 +132,9 @@ caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
   self->inspect_ = std::make_unique<inspect_service>(*self->inspect_api_,
                                                      buffer);
   self->metrics_ = std::make_unique<request_metrics>();
+  self->metrics_->set_connection_source([raw = self.get()] {
+    return raw->listener_ ? raw->listener_->figures() : connection_figures{};
+  });
   // grpc.health.v1.Health (SERVING while the server runs) and reflection,
   // so grpcurl and load balancers work.
   grpc::EnableDefaultHealthCheckService(true);
@@ -153,8 +157,16 @@ caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
   builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, 10'000);
   builder.SetMaxReceiveMessageSize(4 * 1024 * 1024);
   builder.SetMaxSendMessageSize(8 * 1024 * 1024);
-  builder.AddListeningPort(opts.listen, grpc::InsecureServerCredentials(),
-                           &self->port_);
+  // recoverd accepts on the socket itself, to cap connections in total and
+  // per peer before gRPC holds them.
+  auto listening = grpc_listener::open(opts.listen, opts.connections);
+  if (!listening) {
+    self->stop();
+    return listening.error();
+  }
+  self->listener_ = std::move(*listening);
+  self->port_ = self->listener_->port();
+  self->listener_->attach(builder, grpc::InsecureServerCredentials());
   builder.RegisterService(self->recover_.get());
   builder.RegisterService(self->platform_.get());
   builder.RegisterService(self->inspect_.get());
@@ -176,6 +188,8 @@ caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
                                                   std::move(known)));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   self->server_ = builder.BuildAndStart();
+  if (self->server_)
+    self->listener_->start();
   if (!self->server_ || self->port_ == 0) {
     self->server_.reset();
     self->stop();
@@ -256,6 +270,8 @@ void app::stop() {
     // requests wait for the actors.
     if (http_)
       http_->stop();
+    if (listener_)
+      listener_->stop();
     if (server_)
       server_->Shutdown(std::chrono::system_clock::now()
                         + std::chrono::seconds(2));
@@ -269,6 +285,7 @@ void app::stop() {
   }
   server_.reset();
   http_.reset();
+  listener_.reset();
   // Every holder of actor handles goes before the actor system (a live
   // handle to the detached journal would hang its destructor).
   recover_.reset();

@@ -16,6 +16,7 @@
 
 #include "actors/actors.hpp"
 #include "actors/config.hpp"
+#include "services/listener.hpp"
 
 namespace recoverd {
 
@@ -45,6 +46,9 @@ struct app_options {
   /// Changes are refused (UNAVAILABLE) while the data directory's file
   /// system has less free space than this; 0: no check.
   uint64_t min_free_space = uint64_t{64} << 20;
+  /// Caps on open gRPC connections (total and per peer address); a
+  /// connection over a cap is closed at once.
+  connection_limits connections;
   /// Journal settings.
   journal_config journal;
   /// Registry and job settings.
@@ -118,6 +122,11 @@ public:
     return inspector_;
   }
 
+  /// The gRPC listener's connection counts.
+  connection_figures connections() const {
+    return listener_ ? listener_->figures() : connection_figures{};
+  }
+
   /// The event log.
   storage::event_log& log() {
     return *log_;
@@ -146,6 +155,7 @@ private:
   std::unique_ptr<inspect_api> inspect_api_;
   std::unique_ptr<inspect_service> inspect_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<grpc_listener> listener_;
   std::unique_ptr<http_gateway> http_;
   int port_ = 0;
   replay_stats replayed_;

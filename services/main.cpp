@@ -154,6 +154,14 @@ int main(int argc, char** argv) {
                  "from its connect or the previous answer; slower "
                  "connections are closed")
     ->capture_default_str();
+  cli.add_option("--max-connections", opts.connections.total,
+                 "gRPC connections open at once; a connection over the cap "
+                 "is closed at accept (0: no cap)")
+    ->capture_default_str();
+  cli.add_option("--max-connections-per-peer", opts.connections.per_peer,
+                 "gRPC connections open at once from one peer address "
+                 "(0: no cap)")
+    ->capture_default_str();
   cli.add_option("--data-dir", opts.data_dir,
                  "directory of the event log (created when missing)")
     ->capture_default_str();

@@ -210,8 +210,28 @@ void request_metrics::http_connections_closed(size_t timed_out,
   http_refused_ = refused;
 }
 
+void request_metrics::set_connection_source(
+  std::function<connection_figures()> f) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  connections_ = std::move(f);
+}
+
 void request_metrics::render(std::string& out) const {
   std::lock_guard<std::mutex> guard{mtx_};
+  if (connections_) {
+    auto c = connections_();
+    family(out, "recoverd_grpc_connections_open", "gauge",
+           "gRPC connections open now.");
+    sample(out, "recoverd_grpc_connections_open", {}, c.open);
+    family(out, "recoverd_grpc_connections_refused_total", "counter",
+           "gRPC connections closed at accept: the total cap "
+           "(--max-connections) or the cap per peer address "
+           "(--max-connections-per-peer) was reached.");
+    sample(out, "recoverd_grpc_connections_refused_total",
+           {{"reason", "total"}}, c.refused_total);
+    sample(out, "recoverd_grpc_connections_refused_total",
+           {{"reason", "peer"}}, c.refused_peer);
+  }
   family(out, "recoverd_grpc_requests_total", "counter",
          "gRPC calls finished, by method and status code.");
   for (const auto& [key, n] : calls_)

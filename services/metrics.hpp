@@ -5,6 +5,7 @@
 /// computes from the log and the actors.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -17,6 +18,7 @@
 #include <grpcpp/support/status.h>
 
 #include "actors/inspection.hpp"
+#include "services/listener.hpp"
 
 namespace recoverd {
 
@@ -41,6 +43,10 @@ public:
   /// their request head was late, and refused over the connection cap.
   void http_connections_closed(size_t timed_out, size_t refused);
 
+  /// Where the gRPC listener's connection counts come from; called while
+  /// rendering.
+  void set_connection_source(std::function<connection_figures()> f);
+
   /// Appends this object's series to `out`.
   void render(std::string& out) const;
 
@@ -58,6 +64,7 @@ private:
   std::map<std::pair<std::string, int>, uint64_t> http_;
   size_t http_timed_out_ = 0;
   size_t http_refused_ = 0;
+  std::function<connection_figures()> connections_;
 };
 
 /// A server interceptor factory that records every call into `m`, which

@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -225,13 +226,19 @@ TEST_CASE("e2e: started with a soft limit of 1024 open files, the daemon "
   fields >> soft >> hard;
   CHECK_MESSAGE(soft == "4096", line);
   CHECK_MESSAGE(hard == "4096", line);
-  MESSAGE("1,100 silent TCP connections");
+  MESSAGE("1,100 silent TCP connections from 127.0.0.2: the daemon holds "
+          "512 (its cap per peer) and closes the rest at once");
   auto port = static_cast<uint16_t>(
     std::stoi(address.substr(address.rfind(':') + 1)));
   std::vector<int> idle;
   for (int i = 0; i < 1100; ++i) {
     int fd = ::socket(AF_INET, SOCK_STREAM, 0);
     REQUIRE(fd >= 0);
+    sockaddr_in local{};
+    local.sin_family = AF_INET;
+    ::inet_pton(AF_INET, "127.0.0.2", &local.sin_addr);
+    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof(local))
+            == 0);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(port);
@@ -240,6 +247,18 @@ TEST_CASE("e2e: started with a soft limit of 1024 open files, the daemon "
             == 0);
     idle.push_back(fd);
   }
+  auto open_fds = [&] {
+    size_t n = 0;
+    for ([[maybe_unused]] auto& e : std::filesystem::directory_iterator(
+           "/proc/" + std::to_string(proc->pid()) + "/fd"))
+      ++n;
+    return n;
+  };
+  std::this_thread::sleep_for(1s);
+  // The daemon's own descriptors (log, pipes, epoll) are well under 300.
+  auto held = open_fds();
+  CHECK_MESSAGE(held >= 512, held);
+  CHECK_MESSAGE(held < 512 + 300, held);
   std::this_thread::sleep_for(500ms);
   MESSAGE("new clients are still served and changes still written");
   for (int i = 0; i < 20; ++i) {
