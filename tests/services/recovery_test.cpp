@@ -640,6 +640,15 @@ TEST_CASE("B31: SwitchNicTrack validation, code 413 with the reference's "
   CHECK(twice.info() == "device:3 of node:node-1 is listed twice");
   CHECK(fx.status().recoverystate() == "INIT");
   CHECK(fx.status().lastseq() == seq);
+  MESSAGE("a huge node or device name is echoed cut (issue 11.7.8)");
+  std::string huge(1 << 20, 'n');
+  auto long_node = switch_nic(fx, {{huge, {{"3", true}}}});
+  CHECK(long_node.code() == 413);
+  CHECK(long_node.info().size() < 1024);
+  auto long_dev = switch_nic(fx, {{"node-1", {{huge, true}}}});
+  CHECK(long_dev.code() == 413);
+  CHECK(long_dev.info().size() < 1024);
+  CHECK(fx.status().lastseq() == seq);
 }
 
 TEST_CASE("B33/B34: pause, SwitchRankList to the worker, result, continue, "

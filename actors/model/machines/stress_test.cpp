@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/model/reset_document.hpp"
+#include "actors/model/text.hpp"
 
 namespace recoverd {
 
@@ -253,13 +254,14 @@ failure validate_stress_results(const job_spec& spec,
   for (const auto& [rank, ops] : results) {
     if (ranks->find(rank) == nullptr)
       return fail(errc::invalid_argument,
-                  "stressResult: rank " + rank + " is not in job "
+                  "stressResult: rank " + excerpt(rank) + " is not in job "
                     + spec.job_id);
     for (const auto& [op, r] : ops)
       if (!stress_code_from_string(r.code))
         return fail(errc::invalid_argument,
-                    "stressResult: rank " + rank + " op " + op
-                      + " has unknown code \"" + r.code + "\" (allowed: 0..4)");
+                    "stressResult: rank " + excerpt(rank) + " op "
+                      + excerpt(op) + " has unknown code \"" + excerpt(r.code)
+                      + "\" (allowed: 0..4)");
   }
   return {};
 }

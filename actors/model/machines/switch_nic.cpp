@@ -89,13 +89,14 @@ biz_status validate_switch(const recovery& current, const job_spec& spec,
             dev = &d;
       }
     if (host == nullptr)
-      return {413, "node:" + op.node + " not exist in job:" + id};
+      return {413, "node:" + excerpt(op.node) + " not exist in job:" + id};
     if (op.device.empty())
       return {413, "dev or op is empty"};
     if (dev == nullptr)
-      return {413, "device:" + op.device + " not exist in node:" + op.node};
+      return {413, "device:" + excerpt(op.device) + " not exist in node:"
+                     + excerpt(op.node)};
     if (host->super_pod_id < 0)
-      return {413, "node:" + op.node + " should operate in superPodID"};
+      return {413, "node:" + excerpt(op.node) + " should operate in superPodID"};
     // One device, two operations: which one wins would be up to the worker.
     if (!seen.emplace(op.node, op.device).second)
       return {413, "device:" + excerpt(op.device) + " of node:"
