@@ -114,10 +114,12 @@ using journal_actor = caf::typed_actor<
 /// agent stream, its annotation watchers and its timers. Answers the shared
 /// status request (STATUS CLIENT).
 using job_actor = caf::typed_actor<
-  // PutJob.
+  // PutJob (without an identity / by an identity, for the audit).
   caf::replies_to<put_atom, job_spec>::with<put_result>,
+  caf::replies_to<put_atom, job_spec, std::string>::with<put_result>,
   // DeleteJob; replies with the seq of the deletion event.
   caf::replies_to<delete_atom>::with<uint64_t>,
+  caf::replies_to<delete_atom, std::string>::with<uint64_t>,
   // GetJob.
   caf::replies_to<get_atom>::with<job_status>,
   // One line of ListJobs.
@@ -174,7 +176,11 @@ using job_actor = caf::typed_actor<
 /// by state.
 using job_registry_actor = caf::typed_actor<
   caf::replies_to<put_atom, job_spec>::with<put_result>,
+  // PutJob by an identity, with its cap of owned jobs.
+  caf::replies_to<put_atom, job_spec, put_origin>::with<put_result>,
   caf::replies_to<delete_atom, std::string>::with<uint64_t>,
+  // DeleteJob (job id, by).
+  caf::replies_to<delete_atom, std::string, std::string>::with<uint64_t>,
   caf::replies_to<get_atom, std::string>::with<job_status>,
   // ListJobs, filtered by namespace ("" = all), ordered by job id.
   caf::replies_to<list_atom, std::string>::with<std::vector<job_summary>>,
@@ -254,6 +260,7 @@ using inspector_actor = caf::typed_actor<
 
 // Local messages only; its optional member has no CAF 0.17 inspector.
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(recoverd::flow_input)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(recoverd::put_origin)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(recoverd::flow_event)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(recoverd::om_kind)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(recoverd::job_directory_ptr)

@@ -114,6 +114,28 @@ caf::result<T> handle(self_ptr self, command cmd, Reply reply) {
   return handle<T>(self, std::move(cmd), std::move(reply), [] {});
 }
 
+// PutJob by `by`.
+caf::result<put_result> put_job(self_ptr self, job_spec spec, std::string by) {
+  bool created = !self->state.model.exists;
+  self->state.caller = std::move(by);
+  return handle<put_result>(
+    self, put_cmd{std::move(spec)}, [=](const biz_status&) {
+      const auto& st = self->state;
+      return put_result{created, to_status(st.model, st.subscriber != nullptr)};
+    });
+}
+
+// DeleteJob by `by`.
+caf::result<uint64_t> remove_job(self_ptr self, std::string by) {
+  auto& st = self->state;
+  if (!st.model.exists)
+    return unknown(st.model);
+  st.caller = std::move(by);
+  return handle<uint64_t>(
+    self, delete_cmd{st.live_generation},
+    [=](const biz_status&) { return self->state.model.seq; });
+}
+
 // Starts an operator action: validation and start are one step of this
 // actor, so no other request can slip in between (reference §15.7).
 template <class Validate>
@@ -164,6 +186,7 @@ caf::result<ok_atom> attach_subscriber(self_ptr self, client_info client,
   auto d = decide(st.model, subscribe_cmd{client, st.live_generation});
   if (!d)
     return to_error(d.error());
+  st.caller = client.identity;
   auto rp = self->make_response_promise<ok_atom>();
   commit(
     self, std::move(d->events),
@@ -249,21 +272,16 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
   arm_flow_timer(self);
   return {
     [=](put_atom, job_spec& spec) -> caf::result<put_result> {
-      bool created = !self->state.model.exists;
-      return handle<put_result>(
-        self, put_cmd{std::move(spec)}, [=](const biz_status&) {
-          const auto& st = self->state;
-          return put_result{created,
-                            to_status(st.model, st.subscriber != nullptr)};
-        });
+      return put_job(self, std::move(spec), {});
+    },
+    [=](put_atom, job_spec& spec, std::string& by) -> caf::result<put_result> {
+      return put_job(self, std::move(spec), std::move(by));
     },
     [=](delete_atom) -> caf::result<uint64_t> {
-      auto& st = self->state;
-      if (!st.model.exists)
-        return unknown(st.model);
-      return handle<uint64_t>(
-        self, delete_cmd{st.live_generation},
-        [=](const biz_status&) { return self->state.model.seq; });
+      return remove_job(self, {});
+    },
+    [=](delete_atom, std::string& by) -> caf::result<uint64_t> {
+      return remove_job(self, std::move(by));
     },
     [=](get_atom) -> caf::result<job_status> {
       const auto& st = self->state;
@@ -289,6 +307,7 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
         std::string& by) -> caf::result<annotations_view> {
       if (!self->state.model.exists)
         return unknown(self->state.model);
+      self->state.caller = by;
       return handle<annotations_view>(
         self, annotate_cmd{std::move(set), std::move(remove), std::move(by)},
         [=](const biz_status&) {
@@ -314,6 +333,7 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
       if (!st.model.exists)
         return unknown(st.model);
       auto before = st.model.device_faults;
+      st.caller = std::move(faults.by);
       return handle<ok_atom>(
         self, faults_cmd{std::move(faults)},
         [](const biz_status&) { return ok_atom::value; },
@@ -331,6 +351,7 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
     [=](init_atom, client_info& client) -> caf::result<biz_status> {
       if (!self->state.model.exists)
         return biz_status{502, "job(uid=" + client.job_id + ") is not known"};
+      self->state.caller = client.identity;
       return handle<biz_status>(self, init_cmd{std::move(client)},
                                 [](const biz_status& s) { return s; });
     },
@@ -339,6 +360,7 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
       if (!self->state.model.exists)
         return biz_status{
           402, "jobId=" + client.job_id + " not exist, reuse registry"};
+      self->state.caller = client.identity;
       return handle<biz_status>(self,
                                 register_cmd{std::move(client), cap_reached},
                                 [](const biz_status& s) { return s; });
@@ -348,6 +370,7 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
       return attach_subscriber(self, std::move(client), std::move(sink));
     },
     [=](report_atom, flow_input& in) -> caf::result<biz_status> {
+      self->state.caller = in.by;
       auto rp = self->make_response_promise<biz_status>();
       take_report(self, std::move(in), [rp](auto&& x) mutable {
         rp.deliver(std::forward<decltype(x)>(x));
@@ -355,6 +378,7 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
       return rp;
     },
     [=](report_atom, flow_input& in, report_reply_ptr& reply) {
+      self->state.caller = in.by;
       take_report(self, std::move(in),
                   [reply](auto&& x) { answer(*reply, x); });
     },
@@ -363,6 +387,7 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
       flow_input in;
       in.name = ev::start_switch_nic;
       in.who = who;
+      self->state.caller = who;
       return start_om(
         self, std::move(in), [&](const job_state& st, flow_input& x) {
           return validate_switch(st.model.rec, st.model.spec,
@@ -375,6 +400,7 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
       flow_input in;
       in.name = ev::start_stress_test;
       in.who = who;
+      self->state.caller = who;
       return start_om(
         self, std::move(in), [&](const job_state& st, flow_input& x) {
           return validate_stress(st.model.rec, st.model.spec,
@@ -400,6 +426,7 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
       in.name = ev::node_health_cleared;
       in.node = node;
       in.who = who;
+      st.caller = who;
       auto rp = self->make_response_promise<std::string>();
       feed(
         self, std::move(in),
@@ -418,6 +445,7 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
       flow_input in;
       in.name = event;
       in.now_ms = deadline;
+      self->state.caller.clear();
       feed_quietly(self, std::move(in));
     },
     [=](shutdown_atom) {
@@ -438,6 +466,7 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
       auto& st = self->state;
       if (generation == 0 || generation != st.live_generation)
         return;
+      st.caller.clear();
       auto d = decide(st.model,
                       detach_cmd{generation, st.live_generation, "cancelled"});
       st.subscriber = nullptr;

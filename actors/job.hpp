@@ -35,6 +35,11 @@ struct job_state {
   int64_t armed_deadline_ms = 0;
   /// The event the armed timer feeds.
   flow_event armed_event = flow_event::none;
+  /// Who caused the message being handled (an authenticated identity; empty
+  /// for the daemon's own messages): the `by` of the events it commits.
+  /// Set by every handler that commits; commits wait for durability with
+  /// `await`, so no other message changes it meanwhile.
+  std::string caller;
 
   static inline const char* name = "job";
 };

@@ -3,6 +3,7 @@
 /// The registry's job table, published read-only for the gRPC edge, so that
 /// a report goes straight to its job instead of through the registry.
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
@@ -18,24 +19,42 @@ namespace recoverd {
 /// knows every job (the directory may lag behind it by a message).
 class job_directory {
 public:
+  /// Counts the requests of one job on their way to it or in its hands.
+  using counter_ptr = std::shared_ptr<std::atomic<size_t>>;
+
+  /// A listed job: its actor and its counter of requests in flight.
+  struct entry {
+    /// The job actor; invalid when not listed.
+    job_actor hdl;
+    /// Requests sent to it and not yet answered (the edge keeps it, so that
+    /// a job's mailbox stays bounded).
+    counter_ptr in_flight;
+  };
+
   /// The job actor of `job_id`, or an invalid handle when not listed.
   job_actor find(const std::string& job_id) const {
+    return lookup(job_id).hdl;
+  }
+
+  /// The entry of `job_id`; an invalid handle when not listed.
+  entry lookup(const std::string& job_id) const {
     std::shared_lock<std::shared_mutex> guard{mtx_};
     auto i = jobs_.find(job_id);
-    return i == jobs_.end() ? job_actor{} : i->second;
+    return i == jobs_.end() ? entry{} : i->second;
   }
 
   /// Lists `hdl` as the actor of `job_id`.
   void put(const std::string& job_id, job_actor hdl) {
     std::unique_lock<std::shared_mutex> guard{mtx_};
-    jobs_[job_id] = std::move(hdl);
+    jobs_[job_id] = entry{std::move(hdl),
+                          std::make_shared<std::atomic<size_t>>(0)};
   }
 
   /// Forgets `job_id` if `hdl` is still its actor.
   void erase(const std::string& job_id, const job_actor& hdl) {
     std::unique_lock<std::shared_mutex> guard{mtx_};
     auto i = jobs_.find(job_id);
-    if (i != jobs_.end() && i->second == hdl)
+    if (i != jobs_.end() && i->second.hdl == hdl)
       jobs_.erase(i);
   }
 
@@ -47,7 +66,7 @@ public:
 
 private:
   mutable std::shared_mutex mtx_;
-  std::unordered_map<std::string, job_actor> jobs_;
+  std::unordered_map<std::string, entry> jobs_;
 };
 
 } // namespace recoverd

@@ -302,7 +302,7 @@ void commit(job_self self, std::vector<event_body> bodies,
   records.reserve(bodies.size());
   auto seq = st.model.seq;
   for (auto& body : bodies) {
-    evs.push_back({++seq, now, std::move(body)});
+    evs.push_back({++seq, now, std::move(body), st.caller});
     records.push_back(
       {st.model.spec.job_id, seq, storage::encode_event(evs.back())});
   }

@@ -232,6 +232,117 @@ void sweep(self_ptr self, Done done) {
       });
 }
 
+// Counts `id` as owned by `owner` (nothing for an empty owner).
+void add_owned(self_ptr self, const std::string& id, const std::string& owner) {
+  if (owner.empty())
+    return;
+  auto& st = self->state;
+  st.owner_of[id] = owner;
+  ++st.owned[owner];
+}
+
+// Forgets who owns `id`.
+void drop_owned(self_ptr self, const std::string& id) {
+  auto& st = self->state;
+  auto i = st.owner_of.find(id);
+  if (i == st.owner_of.end())
+    return;
+  auto j = st.owned.find(i->second);
+  if (j != st.owned.end() && --j->second == 0)
+    st.owned.erase(j);
+  st.owner_of.erase(i);
+}
+
+// PutJob: an update goes to the job; a new job is spawned within the caps
+// (the registry's, and the job cap of the identity that puts it).
+caf::result<put_result> put_job(self_ptr self, job_spec spec,
+                                put_origin origin) {
+  if (auto err = validate(spec))
+    return to_error(err);
+  if (auto* hdl = find(self, spec.job_id))
+    return self->delegate(*hdl, put_atom::value, std::move(spec),
+                          std::move(origin.by));
+  auto& st = self->state;
+  if (st.purging.count(spec.job_id) > 0)
+    return make_error(errc::overloaded,
+                      "job " + spec.job_id
+                        + " was deleted and its old history is being "
+                          "removed right now; retry in a moment");
+  if (st.jobs.size() >= st.cfg.max_jobs)
+    return make_error(errc::job_cap_reached,
+                      "job cap of " + std::to_string(st.cfg.max_jobs)
+                        + " reached; delete jobs or raise --max-jobs");
+  if (origin.max_jobs > 0 && !origin.by.empty()) {
+    auto i = st.owned.find(origin.by);
+    auto owned = i == st.owned.end() ? size_t{0} : i->second;
+    if (owned >= origin.max_jobs)
+      return make_error(errc::job_cap_reached,
+                        "'" + origin.by + "' owns " + std::to_string(owned)
+                          + " jobs, its cap of "
+                          + std::to_string(origin.max_jobs)
+                          + "; delete some of its jobs first");
+  }
+  // A re-created job continues its deleted history: the sequence and the
+  // subscription counter, as a replay of its log would (found by tools/dst
+  // --actor: the counter started again at 0, so generations repeated and
+  // the live job differed from its replay).
+  job_model fresh;
+  fresh.spec.job_id = spec.job_id;
+  if (st.log != nullptr) {
+    auto old = storage::replay_job(*st.log, spec.job_id);
+    if (!old)
+      return old.error();
+    fresh.seq = old->state.seq;
+    fresh.subscriber_generation = old->state.subscriber_generation;
+  }
+  auto id = spec.job_id;
+  auto hdl = spawn_job(self, std::move(fresh));
+  // Counted now, so that puts on their way cannot pass the cap together.
+  add_owned(self, id, origin.by);
+  auto rp = self->make_response_promise<put_result>();
+  self
+    ->request(hdl, caf::infinite, put_atom::value, std::move(spec),
+              std::move(origin.by))
+    .then(
+      [=](put_result& res) mutable {
+        self->state.deleted.erase(id);
+        ES_INFO("job {} created", id);
+        rp.deliver(std::move(res));
+      },
+      [=](caf::error& err) mutable {
+        // Nothing was stored: forget the job again.
+        drop_owned(self, id);
+        forget_job(self, id, hdl);
+        self->send_exit(hdl, caf::exit_reason::user_shutdown);
+        rp.deliver(err);
+      });
+  return rp;
+}
+
+// DeleteJob.
+caf::result<uint64_t> delete_job(self_ptr self, const std::string& id,
+                                 std::string by) {
+  auto* hdl = find(self, id);
+  if (hdl == nullptr)
+    return unknown_job(id);
+  auto target = *hdl;
+  auto rp = self->make_response_promise<uint64_t>();
+  self->request(target, caf::infinite, delete_atom::value, std::move(by))
+    .then(
+      [=](uint64_t seq) mutable {
+        auto& st = self->state;
+        forget_job(self, id, target);
+        drop_owned(self, id);
+        st.registered.erase(id);
+        st.deleted[id] = deleted_job{id, seq, st.cfg.job.clock()};
+        self->send_exit(target, caf::exit_reason::user_shutdown);
+        ES_INFO("job {} deleted", id);
+        rp.deliver(seq);
+      },
+      [=](caf::error& err) mutable { rp.deliver(err); });
+  return rp;
+}
+
 } // namespace
 
 job_registry_actor::behavior_type
@@ -258,76 +369,25 @@ job_registry(job_registry_actor::stateful_pointer<job_registry_state> self,
   for (auto& x : initial) {
     if (x.state.registered)
       st.registered.insert(x.state.spec.job_id);
+    add_owned(self, x.state.spec.job_id, x.state.owner);
     spawn_job(self, std::move(x.state), x.since_snapshot);
   }
   // Retention: once now, at start-up, then periodically.
   self->send(self, sweep_atom::value);
   return {
     [=](put_atom, job_spec& spec) -> caf::result<put_result> {
-      if (auto err = validate(spec))
-        return to_error(err);
-      if (auto* hdl = find(self, spec.job_id))
-        return self->delegate(*hdl, put_atom::value, std::move(spec));
-      auto& st = self->state;
-      if (st.purging.count(spec.job_id) > 0)
-        return make_error(errc::overloaded,
-                          "job " + spec.job_id
-                            + " was deleted and its old history is being "
-                              "removed right now; retry in a moment");
-      if (st.jobs.size() >= st.cfg.max_jobs)
-        return make_error(errc::job_cap_reached,
-                          "job cap of " + std::to_string(st.cfg.max_jobs)
-                            + " reached; delete jobs or raise --max-jobs");
-      // A re-created job continues its deleted history: the sequence and
-      // the subscription counter, as a replay of its log would (found by
-      // tools/dst --actor: the counter started again at 0, so generations
-      // repeated and the live job differed from its replay).
-      job_model fresh;
-      fresh.spec.job_id = spec.job_id;
-      if (st.log != nullptr) {
-        auto old = storage::replay_job(*st.log, spec.job_id);
-        if (!old)
-          return old.error();
-        fresh.seq = old->state.seq;
-        fresh.subscriber_generation = old->state.subscriber_generation;
-      }
-      auto id = spec.job_id;
-      auto hdl = spawn_job(self, std::move(fresh));
-      auto rp = self->make_response_promise<put_result>();
-      self->request(hdl, caf::infinite, put_atom::value, std::move(spec))
-        .then(
-          [=](put_result& res) mutable {
-            self->state.deleted.erase(id);
-            ES_INFO("job {} created", id);
-            rp.deliver(std::move(res));
-          },
-          [=](caf::error& err) mutable {
-            // Nothing was stored: forget the job again.
-            forget_job(self, id, hdl);
-            self->send_exit(hdl, caf::exit_reason::user_shutdown);
-            rp.deliver(err);
-          });
-      return rp;
+      return put_job(self, std::move(spec), put_origin{});
+    },
+    [=](put_atom, job_spec& spec,
+        put_origin& origin) -> caf::result<put_result> {
+      return put_job(self, std::move(spec), std::move(origin));
     },
     [=](delete_atom, std::string& id) -> caf::result<uint64_t> {
-      auto* hdl = find(self, id);
-      if (hdl == nullptr)
-        return unknown_job(id);
-      auto target = *hdl;
-      auto rp = self->make_response_promise<uint64_t>();
-      self->request(target, caf::infinite, delete_atom::value)
-        .then(
-          [=](uint64_t seq) mutable {
-            auto& st = self->state;
-            forget_job(self, id, target);
-            st.registered.erase(id);
-            st.deleted[id] = deleted_job{id, seq, st.cfg.job.clock()};
-            self->send_exit(target, caf::exit_reason::user_shutdown);
-            ES_INFO("job {} deleted", id);
-            rp.deliver(seq);
-          },
-          [=](caf::error& err) mutable { rp.deliver(err); });
-      return rp;
+      return delete_job(self, id, {});
+    },
+    [=](delete_atom, std::string& id,
+        std::string& by) -> caf::result<uint64_t> {
+      return delete_job(self, id, std::move(by));
     },
     [=](get_atom, std::string& id) -> caf::result<job_status> {
       if (auto* hdl = find(self, id))

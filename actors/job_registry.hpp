@@ -36,6 +36,10 @@ struct job_registry_state {
   std::set<std::string> purging;
   /// A retention sweep is running (the next one waits for it).
   bool sweeping = false;
+  /// Who created each job, for the jobs created by an identity.
+  std::unordered_map<std::string, std::string> owner_of;
+  /// Jobs owned per identity (a PutJob's `put_origin::max_jobs` caps it).
+  std::map<std::string, size_t> owned;
   /// Where the edge looks jobs up; kept equal to `jobs` when set.
   job_directory_ptr directory;
 

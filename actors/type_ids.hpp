@@ -38,12 +38,13 @@ typename Inspector::result_type inspect(Inspector& f, device_fault& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_device_faults& x) {
   return f(caf::meta::type_name("job_device_faults"), x.job_id,
-           x.health_state, x.faults);
+           x.health_state, x.faults, x.by);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, client_info& x) {
-  return f(caf::meta::type_name("client_info"), x.job_id, x.role, x.peer);
+  return f(caf::meta::type_name("client_info"), x.job_id, x.role, x.peer,
+           x.identity);
 }
 
 template <class Inspector>

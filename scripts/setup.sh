@@ -7,7 +7,7 @@ packages=(
   g++ meson ninja-build pkg-config cmake
   libcaf-dev libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   librocksdb-dev libspdlog-dev doctest-dev libcli11-dev nlohmann-json3-dev
-  libssl-dev libcpp-httplib-dev libjemalloc-dev
+  libssl-dev libcpp-httplib-dev libjemalloc-dev libtomlplusplus-dev openssl
 )
 
 missing=()

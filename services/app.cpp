@@ -26,12 +26,92 @@
 
 namespace recoverd {
 
+namespace {
+
+// What every gRPC listener shares: channel arguments, message limits and
+// the metrics interceptor.
+void configure_builder(grpc::ServerBuilder& builder, request_metrics& metrics) {
+  // gRPC enables SO_REUSEPORT by default: a second daemon would then share
+  // the port silently instead of failing.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // Keep-alive as the reference: server pings after 1 min idle, 5 s timeout;
+  // clients may ping every 3 s (existing agents do), even without calls.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 60'000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5'000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(
+    GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 2'000);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+  // A connection that has not finished its HTTP/2 handshake in 10 s is
+  // closed (gRPC's default is 2 min): a flood of silent TCP connections
+  // holds descriptors for seconds, not minutes.
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, 10'000);
+  builder.SetMaxReceiveMessageSize(4 * 1024 * 1024);
+  builder.SetMaxSendMessageSize(8 * 1024 * 1024);
+  std::vector<
+    std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+    interceptors;
+  // The methods /metrics names; every other method is "other". The default
+  // health service is not built from a generated descriptor: it is named
+  // here.
+  auto known = grpc_methods(
+    {::Recover::service_full_name(),
+     recoverd::platform::v1::Platform::service_full_name(),
+     recoverd::inspection::v1::Inspect::service_full_name(),
+     "grpc.reflection.v1alpha.ServerReflection",
+     "grpc.reflection.v1.ServerReflection"});
+  known.insert("/grpc.health.v1.Health/Check");
+  known.insert("/grpc.health.v1.Health/Watch");
+  interceptors.push_back(make_metrics_interceptor(metrics, std::move(known)));
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
+}
+
+// One gRPC listener: recoverd accepts on `listen` itself (to cap
+// connections in total and per peer before gRPC holds them), hands them to
+// a server of `services` with the credentials of `tls`, and starts it.
+caf::error serve_listener(const std::string& listen, connection_limits limits,
+                          const tls_options& tls, request_metrics& metrics,
+                          const std::vector<grpc::Service*>& services,
+                          std::unique_ptr<grpc::Server>& server,
+                          std::unique_ptr<grpc_listener>& listener) {
+  auto creds = make_server_credentials(tls);
+  if (!creds)
+    return creds.error();
+  grpc::ServerBuilder builder;
+  configure_builder(builder, metrics);
+  auto listening = grpc_listener::open(listen, limits);
+  if (!listening)
+    return listening.error();
+  listener = std::move(*listening);
+  listener->attach(builder, *creds);
+  for (auto* x : services)
+    builder.RegisterService(x);
+  server = builder.BuildAndStart();
+  if (server)
+    listener->start();
+  if (!server || listener->port() == 0) {
+    server.reset();
+    return make_error(errc::invalid_argument,
+                      "cannot listen on " + listen
+                        + " (address in use or invalid)");
+  }
+  return caf::none;
+}
+
+} // namespace
+
 caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
   if (!opts.registry.job.clock)
     opts.registry.job.clock = system_clock_ms;
   if (auto err = validate(opts.registry))
     return err;
   if (auto err = validate(opts.journal))
+    return err;
+  if (auto err = validate(opts.tls, "agent listener"))
+    return err;
+  if (auto err = validate(opts.control_tls, "control listener"))
+    return err;
+  if (auto err = validate(opts.http_tls, "HTTP port"))
     return err;
   std::unique_ptr<app> self{new app};
   self->opts_ = opts;
@@ -121,81 +201,63 @@ caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
     recoverd::inspector,
     static_cast<const storage::event_log*>(self->log_.get()),
     self->registry_, self->journal_, self->hub_);
-  // 4. The server.
+  // 4. The servers: the agent listener, and the control listener when one
+  // is configured (a service object serves one server: the control
+  // listener gets its own Recover instance, for the O&M RPCs).
   auto buffer = opts.registry.job.stream_buffer;
+  bool split = !opts.control_listen.empty();
+  self->limiter_ = std::make_shared<rate_limiter>(opts.limits);
+  access_settings agent_access{opts.authz,
+                               split ? listener_kind::agent
+                                     : listener_kind::combined,
+                               opts.om_on_agent_listener,
+                               opts.anonymous_agents, self->limiter_};
+  access_settings control_access{opts.authz, listener_kind::control,
+                                 opts.om_on_agent_listener, false,
+                                 self->limiter_};
+  const auto& ui_access = split ? control_access : agent_access;
   self->recover_ = std::make_unique<recover_service>(
-    *self->sys_, self->registry_, buffer, self->directory_);
-  self->platform_ = std::make_unique<platform_service>(*self->sys_,
-                                                       self->registry_, buffer);
+    *self->sys_, self->registry_, buffer, self->directory_, agent_access);
+  if (split)
+    self->control_recover_ = std::make_unique<recover_service>(
+      *self->sys_, self->registry_, buffer, self->directory_, control_access);
+  self->platform_ = std::make_unique<platform_service>(
+    *self->sys_, self->registry_, buffer, ui_access);
   self->inspect_api_ = std::make_unique<inspect_api>(
     *self->sys_, self->inspector_, self->hub_);
   self->inspect_ = std::make_unique<inspect_service>(*self->inspect_api_,
-                                                     buffer);
+                                                     buffer, ui_access);
   self->metrics_ = std::make_unique<request_metrics>();
-  self->metrics_->set_connection_source([raw = self.get()] {
-    return raw->listener_ ? raw->listener_->figures() : connection_figures{};
-  });
+  self->metrics_->set_connection_source(
+    [raw = self.get()] { return raw->connections(); });
+  self->metrics_->set_rate_limiter(self->limiter_);
   // grpc.health.v1.Health (SERVING while the server runs) and reflection,
   // so grpcurl and load balancers work.
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  grpc::ServerBuilder builder;
-  // gRPC enables SO_REUSEPORT by default: a second daemon would then share
-  // the port silently instead of failing.
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  // Keep-alive as the reference: server pings after 1 min idle, 5 s timeout;
-  // clients may ping every 3 s (existing agents do), even without calls.
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 60'000);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5'000);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  builder.AddChannelArgument(
-    GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 2'000);
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
-  // A connection that has not finished its HTTP/2 handshake in 10 s is
-  // closed (gRPC's default is 2 min): a flood of silent TCP connections
-  // holds descriptors for seconds, not minutes.
-  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, 10'000);
-  builder.SetMaxReceiveMessageSize(4 * 1024 * 1024);
-  builder.SetMaxSendMessageSize(8 * 1024 * 1024);
-  // recoverd accepts on the socket itself, to cap connections in total and
-  // per peer before gRPC holds them.
-  auto listening = grpc_listener::open(opts.listen, opts.connections);
-  if (!listening) {
-    self->stop();
-    return listening.error();
+  std::vector<grpc::Service*> agent_services{self->recover_.get()};
+  if (!split) {
+    agent_services.push_back(self->platform_.get());
+    agent_services.push_back(self->inspect_.get());
   }
-  self->listener_ = std::move(*listening);
-  self->port_ = self->listener_->port();
-  self->listener_->attach(builder, grpc::InsecureServerCredentials());
-  builder.RegisterService(self->recover_.get());
-  builder.RegisterService(self->platform_.get());
-  builder.RegisterService(self->inspect_.get());
-  std::vector<
-    std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
-    interceptors;
-  // The methods /metrics names; every other method is "other". The default
-  // health service is not built from a generated descriptor: it is named
-  // here.
-  auto known = grpc_methods(
-    {::Recover::service_full_name(),
-     recoverd::platform::v1::Platform::service_full_name(),
-     recoverd::inspection::v1::Inspect::service_full_name(),
-     "grpc.reflection.v1alpha.ServerReflection",
-     "grpc.reflection.v1.ServerReflection"});
-  known.insert("/grpc.health.v1.Health/Check");
-  known.insert("/grpc.health.v1.Health/Watch");
-  interceptors.push_back(make_metrics_interceptor(*self->metrics_,
-                                                  std::move(known)));
-  builder.experimental().SetInterceptorCreators(std::move(interceptors));
-  self->server_ = builder.BuildAndStart();
-  if (self->server_)
-    self->listener_->start();
-  if (!self->server_ || self->port_ == 0) {
-    self->server_.reset();
+  if (auto err = serve_listener(opts.listen, opts.connections, opts.tls,
+                                *self->metrics_, agent_services,
+                                self->server_, self->listener_)) {
     self->stop();
-    return make_error(errc::invalid_argument,
-                      "cannot listen on " + opts.listen
-                        + " (address in use or invalid)");
+    return err;
+  }
+  self->port_ = self->listener_->port();
+  if (split) {
+    if (auto err = serve_listener(
+          opts.control_listen, opts.connections, opts.control_tls,
+          *self->metrics_,
+          {self->control_recover_.get(), self->platform_.get(),
+           self->inspect_.get()},
+          self->control_server_, self->control_listener_)) {
+      self->stop();
+      return err;
+    }
+    self->control_port_ = self->control_listener_->port();
   }
   // The registry spawns the jobs before it takes its first message: once it
   // answers, every job can be served.
@@ -212,11 +274,40 @@ caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
           "(incarnation {})",
           r.jobs, r.from_snapshot, r.deleted_jobs, r.events, opts.data_dir,
           r.millis, r.discarded, self->log_->incarnation());
-  ES_INFO("recoverd listening on {} (started in {:.1f} ms)", self->address(),
+  ES_INFO("recoverd listening on {} ({}) (started in {:.1f} ms)",
+          self->address(), opts.tls.enabled() ? "TLS" : "plaintext",
           r.ready_millis);
+  if (split)
+    ES_INFO("recoverd control listener on {} ({}), O&M RPCs {} on the agent "
+            "listener",
+            self->control_address(),
+            opts.control_tls.enabled() ? "TLS" : "plaintext",
+            opts.om_on_agent_listener ? "also" : "not");
+  if (split && !opts.control_tls.enabled()
+      && !is_loopback_address(opts.control_listen))
+    ES_WARN("recoverd control listener {} is not a loopback address and has "
+            "no TLS: anyone who reaches it can change jobs (set "
+            "--control-tls-cert and --control-tls-key)",
+            opts.control_listen);
+  if (opts.authz)
+    ES_INFO("recoverd access control on: {} identities, {} tokens{}",
+            opts.authz->identities.size(), opts.authz->tokens.size(),
+            opts.anonymous_agents ? ", anonymous agents allowed on the "
+                                    "agent listener"
+                                  : "");
+  else
+    ES_INFO("recoverd access control is off (no --authz): every caller may "
+            "call every RPC its listener serves");
   if (!opts.http_listen.empty()) {
     self->http_ = std::make_unique<http_gateway>(
       *self->inspect_api_, *self->metrics_, buffer, opts.http_request_timeout);
+    self->http_->set_access(ui_access);
+    auto tls = make_ssl_context(opts.http_tls);
+    if (!tls) {
+      self->stop();
+      return tls.error();
+    }
+    self->http_->set_tls(std::move(*tls));
     if (auto err = self->http_->start(opts.http_listen)) {
       self->stop();
       return err;
@@ -229,9 +320,30 @@ app::~app() {
   stop();
 }
 
+connection_figures app::connections() const {
+  connection_figures sum;
+  for (const auto* l : {listener_.get(), control_listener_.get()}) {
+    if (l == nullptr)
+      continue;
+    auto f = l->figures();
+    sum.open += f.open;
+    sum.accepted += f.accepted;
+    sum.refused_total += f.refused_total;
+    sum.refused_peer += f.refused_peer;
+  }
+  return sum;
+}
+
 std::string app::address() const {
   auto host = opts_.listen.substr(0, opts_.listen.rfind(':'));
   return host + ":" + std::to_string(port_);
+}
+
+std::string app::control_address() const {
+  if (!control_server_)
+    return address();
+  auto host = opts_.control_listen.substr(0, opts_.control_listen.rfind(':'));
+  return host + ":" + std::to_string(control_port_);
 }
 
 int app::http_port() const {
@@ -272,9 +384,13 @@ void app::stop() {
       http_->stop();
     if (listener_)
       listener_->stop();
+    if (control_listener_)
+      control_listener_->stop();
+    auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(2);
+    if (control_server_)
+      control_server_->Shutdown(deadline);
     if (server_)
-      server_->Shutdown(std::chrono::system_clock::now()
-                        + std::chrono::seconds(2));
+      server_->Shutdown(deadline);
     if (journal_)
       self->request(journal_, std::chrono::seconds(30), flush_atom::value)
         .receive([](ok_atom) {},
@@ -283,12 +399,15 @@ void app::stop() {
                            message_of(err));
                  });
   }
+  control_server_.reset();
   server_.reset();
   http_.reset();
   listener_.reset();
+  control_listener_.reset();
   // Every holder of actor handles goes before the actor system (a live
   // handle to the detached journal would hang its destructor).
   recover_.reset();
+  control_recover_.reset();
   platform_.reset();
   if (directory_)
     directory_->clear();

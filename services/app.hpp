@@ -16,7 +16,9 @@
 
 #include "actors/actors.hpp"
 #include "actors/config.hpp"
+#include "services/access.hpp"
 #include "services/listener.hpp"
+#include "services/tls.hpp"
 
 namespace recoverd {
 
@@ -33,14 +35,36 @@ class request_metrics;
 
 /// Everything the daemon is configured with.
 struct app_options {
-  /// gRPC listen address; port 0 picks a free port.
+  /// gRPC listen address of the agent listener (every service when there
+  /// is no control listener); port 0 picks a free port.
   std::string listen = "127.0.0.1:8899";
+  /// TLS of the agent listener; plaintext by default (the unmodified TaskD
+  /// client dials without TLS).
+  tls_options tls;
+  /// gRPC listen address of the control listener (Platform, Inspect, the
+  /// O&M RPCs); empty: no control listener, everything on `listen`.
+  std::string control_listen;
+  /// TLS of the control listener.
+  tls_options control_tls{{}, {}, {}, client_cert_mode::required};
+  /// The authz file's policy; null: access control is off.
+  std::shared_ptr<const authz_policy> authz;
+  /// Whether the agent listener serves the O&M RPCs (SwitchNicTrack,
+  /// StressTest and their operator streams).
+  bool om_on_agent_listener = true;
+  /// With access control on: callers of the agent listener without any
+  /// identity act as agents of every job (the unmodified TaskD client).
+  bool anonymous_agents = false;
+  /// Per-client and per-job rate limits; unlimited by default here (the
+  /// daemon's flags default to `rate_limits::defaults()`).
+  rate_limits limits = rate_limits::unlimited();
   /// HTTP (JSON API, /metrics) listen address; port 0 picks a free port;
   /// empty: no HTTP server (the daemon's flag defaults to 127.0.0.1:8900).
   std::string http_listen;
   /// Time an HTTP client has to send a complete request head, from its
   /// connect or from the previous answer; slower connections are closed.
   std::chrono::milliseconds http_request_timeout{5000};
+  /// TLS of the HTTP port; plaintext by default.
+  tls_options http_tls{{}, {}, {}, client_cert_mode::optional};
   /// Directory of the event log.
   std::string data_dir = "./recoverd-data";
   /// Changes are refused (UNAVAILABLE) while the data directory's file
@@ -91,6 +115,14 @@ public:
   /// "host:port" clients can dial.
   std::string address() const;
 
+  /// The bound port of the control listener; 0 without one.
+  int control_port() const {
+    return control_port_;
+  }
+
+  /// "host:port" of the control listener; `address()` without one.
+  std::string control_address() const;
+
   /// The bound HTTP port; 0 without an HTTP server.
   int http_port() const;
 
@@ -122,9 +154,13 @@ public:
     return inspector_;
   }
 
-  /// The gRPC listener's connection counts.
-  connection_figures connections() const {
-    return listener_ ? listener_->figures() : connection_figures{};
+  /// The gRPC listeners' connection counts, summed (each listener has its
+  /// own caps).
+  connection_figures connections() const;
+
+  /// The rate limiter of every listener.
+  const rate_limiter& limiter() const {
+    return *limiter_;
   }
 
   /// The event log.
@@ -151,13 +187,18 @@ private:
   job_directory_ptr directory_;
   std::unique_ptr<request_metrics> metrics_;
   std::unique_ptr<recover_service> recover_;
+  std::unique_ptr<recover_service> control_recover_;
   std::unique_ptr<platform_service> platform_;
   std::unique_ptr<inspect_api> inspect_api_;
   std::unique_ptr<inspect_service> inspect_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<grpc_listener> listener_;
+  std::unique_ptr<grpc::Server> control_server_;
+  std::unique_ptr<grpc_listener> control_listener_;
   std::unique_ptr<http_gateway> http_;
+  std::shared_ptr<rate_limiter> limiter_;
   int port_ = 0;
+  int control_port_ = 0;
   replay_stats replayed_;
   bool stopped_ = false;
 };

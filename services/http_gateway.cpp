@@ -289,6 +289,7 @@ struct http_gateway::impl {
 
   const inspect_api& api;
   request_metrics& metrics;
+  access_settings access;
   size_t buffer;
   guarded_http_server svr;
   std::thread thread;
@@ -513,10 +514,28 @@ struct http_gateway::impl {
                       "text/plain; version=0.0.4; charset=utf-8");
     });
     // Client bytes are checked before any route sees them.
-    svr.set_pre_routing_handler([](const httplib::Request& req,
-                                   httplib::Response& res) {
+    svr.set_pre_routing_handler([this](const httplib::Request& req,
+                                       httplib::Response& res) {
       if (auto st = check_text(req); !st.ok()) {
         send_error(res, st);
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      // The one access check of the HTTP port: a verified client
+      // certificate (HTTPS), else a token.
+      caller_credentials caller;
+      caller.cert_names = guarded_http_server::current_cert_names();
+      caller.bearer_token = bearer_token_of(
+        req.get_header_value("Authorization"));
+      auto who = authorize(access, http_method, caller);
+      if (!who) {
+        send_error(res, to_grpc_status(who.error()));
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      int64_t retry_ms = 0;
+      if (auto err = limit(access, http_method, *who, req.remote_addr, {},
+                           retry_ms)) {
+        res.set_header("Retry-After", std::to_string((retry_ms + 999) / 1000));
+        send_error(res, to_grpc_status(err));
         return httplib::Server::HandlerResponse::Handled;
       }
       return httplib::Server::HandlerResponse::Unhandled;
@@ -591,6 +610,15 @@ http_gateway::~http_gateway() {
   stop();
 }
 
+void http_gateway::set_access(access_settings access) {
+  impl_->access = std::move(access);
+}
+
+void http_gateway::set_tls(ssl_context_ptr ctx) {
+  tls_ = ctx != nullptr;
+  impl_->svr.set_tls(std::move(ctx));
+}
+
 caf::error http_gateway::start(const std::string& listen) {
   auto colon = listen.rfind(':');
   uint64_t port = 0;
@@ -624,7 +652,8 @@ caf::error http_gateway::start(const std::string& listen) {
   // `stop` only works on a running server: wait until it runs.
   for (int i = 0; i < 2000 && !svr.is_running(); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  ES_INFO("recoverd serving HTTP on {}:{}", host, bound);
+  ES_INFO("recoverd serving {} on {}:{}", tls_ ? "HTTPS" : "HTTP", host,
+          bound);
   return caf::none;
 }
 

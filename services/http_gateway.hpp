@@ -31,6 +31,9 @@
 #include <caf/actor_system.hpp>
 #include <caf/error.hpp>
 
+#include "services/access.hpp"
+#include "services/tls.hpp"
+
 namespace recoverd {
 
 class inspect_api;
@@ -49,6 +52,17 @@ public:
 
   ~http_gateway();
 
+  /// Who may read: every route needs a role of the `HTTP` row of the
+  /// access table, identified by a verified client certificate (HTTPS) or
+  /// `Authorization: Bearer <token>`. Call
+  /// before `start`; by default access control is off.
+  void set_access(access_settings access);
+
+  /// Serves HTTPS with `ctx` (`make_ssl_context`); a client certificate the
+  /// handshake verified identifies the caller as on the gRPC listeners.
+  /// Call before `start`; null: plaintext.
+  void set_tls(ssl_context_ptr ctx);
+
   http_gateway(const http_gateway&) = delete;
   http_gateway& operator=(const http_gateway&) = delete;
 
@@ -66,6 +80,7 @@ public:
 private:
   struct impl;
   std::unique_ptr<impl> impl_;
+  bool tls_ = false;
 };
 
 } // namespace recoverd

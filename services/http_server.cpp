@@ -17,6 +17,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
 #include "actors/log.hpp"
 
 namespace recoverd {
@@ -36,6 +39,14 @@ constexpr int write_timeout_ms = 5000;
 /// queue or a request thread.
 struct connection {
   int sock = -1;
+  /// TLS: the session (the socket is non-blocking then); null: plaintext.
+  SSL* ssl = nullptr;
+  /// TLS: the handshake is done.
+  bool handshaken = false;
+  /// TLS: the session waits for the socket to take data, not to give it.
+  bool want_write = false;
+  /// TLS: the names of the client certificate, verified by the handshake.
+  std::vector<std::string> cert_names;
   /// Bytes read but not yet consumed by the parser (from `used` on).
   std::string in;
   size_t used = 0;
@@ -68,6 +79,79 @@ void close_socket(int sock) {
   ::shutdown(sock, SHUT_RDWR);
   ::close(sock);
 }
+
+void close_connection(connection& c) {
+  if (c.ssl != nullptr) {
+    if (c.handshaken)
+      SSL_shutdown(c.ssl); // best effort: the socket does not block
+    SSL_free(c.ssl);
+    c.ssl = nullptr;
+  }
+  close_socket(c.sock);
+}
+
+// The names of a verified client certificate: its CN, then its DNS SANs.
+std::vector<std::string> verified_names(SSL* ssl) {
+  std::vector<std::string> out;
+  X509* cert = SSL_get1_peer_certificate(ssl);
+  if (cert == nullptr)
+    return out;
+  if (SSL_get_verify_result(ssl) == X509_V_OK) {
+    char cn[256] = {0};
+    if (X509_NAME_get_text_by_NID(X509_get_subject_name(cert),
+                                  NID_commonName, cn, sizeof(cn))
+        > 0)
+      out.emplace_back(cn);
+    auto* sans = static_cast<GENERAL_NAMES*>(
+      X509_get_ext_d2i(cert, NID_subject_alt_name, nullptr, nullptr));
+    for (int i = 0; sans != nullptr && i < sk_GENERAL_NAME_num(sans); ++i) {
+      const auto* name = sk_GENERAL_NAME_value(sans, i);
+      if (name->type != GEN_DNS)
+        continue;
+      const auto* s = name->d.dNSName;
+      out.emplace_back(reinterpret_cast<const char*>(ASN1_STRING_get0_data(s)),
+                       static_cast<size_t>(ASN1_STRING_length(s)));
+    }
+    GENERAL_NAMES_free(sans);
+  }
+  X509_free(cert);
+  return out;
+}
+
+// Moves a TLS session on without blocking: the handshake, then every
+// decrypted byte into `c.in`. False when the client is gone or the session
+// failed.
+bool pump_tls(connection& c) {
+  c.want_write = false;
+  auto again = [&c](int r) {
+    switch (SSL_get_error(c.ssl, r)) {
+      case SSL_ERROR_WANT_READ:
+        return true;
+      case SSL_ERROR_WANT_WRITE:
+        c.want_write = true;
+        return true;
+      default:
+        return false;
+    }
+  };
+  if (!c.handshaken) {
+    if (int r = SSL_do_handshake(c.ssl); r != 1)
+      return again(r);
+    c.handshaken = true;
+    c.cert_names = verified_names(c.ssl);
+  }
+  char buf[4096];
+  while (c.buffered() < max_head) {
+    int n = SSL_read(c.ssl, buf, sizeof(buf));
+    if (n <= 0)
+      return again(n);
+    c.in.append(buf, static_cast<size_t>(n));
+  }
+  return true;
+}
+
+// The names of the client certificate of the request this thread runs.
+thread_local const std::vector<std::string>* current_names = nullptr;
 
 int millis_until(clock_type::time_point t) {
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -110,6 +194,7 @@ public:
 
   bool is_readable() const override {
     return conn_.buffered() > 0
+           || (conn_.ssl != nullptr && SSL_pending(conn_.ssl) > 0)
            || wait_for(conn_.sock, POLLIN, millis_until(deadline_));
   }
 
@@ -124,6 +209,13 @@ public:
       conn_.used += n;
       return static_cast<ssize_t>(n);
     }
+    if (conn_.ssl != nullptr)
+      return tls_io(
+        [&] {
+          return SSL_read(conn_.ssl, ptr, static_cast<int>(std::min<size_t>(
+                                            size, INT32_MAX)));
+        },
+        millis_until(deadline_));
     if (!wait_for(conn_.sock, POLLIN, millis_until(deadline_)))
       return -1;
     ssize_t n = 0;
@@ -134,6 +226,13 @@ public:
   }
 
   ssize_t write(const char* ptr, size_t size) override {
+    if (conn_.ssl != nullptr)
+      return tls_io(
+        [&] {
+          return SSL_write(conn_.ssl, ptr, static_cast<int>(std::min<size_t>(
+                                             size, INT32_MAX)));
+        },
+        write_timeout_ms);
     if (!is_writable())
       return -1;
     ssize_t n = 0;
@@ -164,6 +263,31 @@ public:
   }
 
 private:
+  // Runs a TLS read or write on the non-blocking socket, waiting (at most
+  // `timeout_ms` each time) for what the session wants.
+  template <class F>
+  ssize_t tls_io(F op, int timeout_ms) const {
+    for (;;) {
+      int n = op();
+      if (n > 0)
+        return n;
+      switch (SSL_get_error(conn_.ssl, n)) {
+        case SSL_ERROR_WANT_READ:
+          if (!wait_for(conn_.sock, POLLIN, timeout_ms))
+            return -1;
+          break;
+        case SSL_ERROR_WANT_WRITE:
+          if (!wait_for(conn_.sock, POLLOUT, timeout_ms))
+            return -1;
+          break;
+        case SSL_ERROR_ZERO_RETURN:
+          return 0;
+        default:
+          return -1;
+      }
+    }
+  }
+
   connection& conn_;
   clock_type::time_point deadline_;
 };
@@ -209,10 +333,10 @@ struct guarded_http_server::state {
         w.join();
     std::lock_guard<std::mutex> guard{mtx};
     for (auto& c : incoming)
-      close_socket(c->sock);
+      close_connection(*c);
     incoming.clear();
     for (auto& c : ready)
-      close_socket(c->sock);
+      close_connection(*c);
     ready.clear();
   }
 
@@ -237,7 +361,7 @@ struct guarded_http_server::state {
   }
 
   void drop(std::unique_ptr<connection> c) {
-    close_socket(c->sock);
+    close_connection(*c);
     --open;
   }
 
@@ -270,7 +394,8 @@ struct guarded_http_server::state {
       fds.push_back({wake_read, POLLIN, 0});
       auto next = now + std::chrono::seconds(60);
       for (auto& c : waiting) {
-        fds.push_back({c->sock, POLLIN, 0});
+        fds.push_back({c->sock, c->want_write ? short{POLLOUT} : short{POLLIN},
+                       0});
         next = std::min(next, c->deadline);
       }
       int n = ::poll(fds.data(), fds.size(), millis_until(next) + 1);
@@ -288,6 +413,11 @@ struct guarded_http_server::state {
         auto& c = waiting[i - 1];
         if (fds[i].revents == 0)
           continue;
+        if (c->ssl != nullptr) {
+          if (!pump_tls(*c))
+            drop(std::move(c));
+          continue;
+        }
         auto got = ::recv(c->sock, buf, sizeof(buf), MSG_DONTWAIT);
         if (got > 0) {
           c->in.append(buf, static_cast<size_t>(got));
@@ -316,8 +446,12 @@ struct guarded_http_server::state {
       static const std::string answer
         = "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n"
           "Content-Length: 0\r\n\r\n";
-      [[maybe_unused]] auto n = ::send(c->sock, answer.data(), answer.size(),
-                                       MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (c->ssl != nullptr && c->handshaken)
+        SSL_write(c->ssl, answer.data(), static_cast<int>(answer.size()));
+      else if (c->ssl == nullptr)
+        [[maybe_unused]] auto n = ::send(c->sock, answer.data(),
+                                         answer.size(),
+                                         MSG_NOSIGNAL | MSG_DONTWAIT);
     }
     drop(std::move(c));
   }
@@ -353,6 +487,7 @@ struct guarded_http_server::state {
     bool ok = false;
     try {
       connection_stream strm{*c, clock_type::now() + limits.request_timeout};
+      current_names = &c->cert_names;
       ok = server.serve_request(strm, last, closed);
     } catch (const std::exception& e) {
       // cpp-httplib catches what handlers throw; this is anything else.
@@ -360,8 +495,12 @@ struct guarded_http_server::state {
     } catch (...) {
       ES_ERROR("http server dropped a connection after an unknown error");
     }
+    current_names = nullptr;
     ++c->served;
     c->compact();
+    // Bytes the session decrypted already would not wake the waiter.
+    if (ok && c->ssl != nullptr && SSL_pending(c->ssl) > 0 && !pump_tls(*c))
+      ok = false;
     bool stopped = false;
     {
       std::lock_guard<std::mutex> guard{mtx};
@@ -461,8 +600,30 @@ bool guarded_http_server::process_and_close_socket(socket_t sock) {
   auto c = std::make_unique<connection>();
   c->sock = sock;
   c->deadline = clock_type::now() + s.limits.request_timeout;
+  if (tls_) {
+    // The waiter runs the handshake without blocking, within the same
+    // deadline as a request head.
+    int flags = ::fcntl(sock, F_GETFL, 0);
+    c->ssl = SSL_new(tls_.get());
+    if (c->ssl == nullptr || flags < 0
+        || ::fcntl(sock, F_SETFL, flags | O_NONBLOCK) != 0
+        || SSL_set_fd(c->ssl, sock) != 1) {
+      s.drop(std::move(c));
+      return false;
+    }
+    SSL_set_accept_state(c->ssl);
+  }
   s.add(std::move(c));
   return true;
+}
+
+void guarded_http_server::set_tls(ssl_context_ptr ctx) {
+  tls_ = std::move(ctx);
+}
+
+const std::vector<std::string>& guarded_http_server::current_cert_names() {
+  static const std::vector<std::string> none;
+  return current_names != nullptr ? *current_names : none;
 }
 
 bool guarded_http_server::serve_request(httplib::Stream& strm, bool last,

@@ -18,7 +18,12 @@
 #include <cstddef>
 #include <memory>
 
+#include <string>
+#include <vector>
+
 #include <httplib.h>
+
+#include "services/tls.hpp"
 
 namespace recoverd {
 
@@ -52,6 +57,14 @@ public:
   /// kernel for SYN retransmits of seconds). Call after binding.
   void set_backlog(int n);
 
+  /// Serves TLS with `ctx` (null: plaintext). Call before listening.
+  void set_tls(ssl_context_ptr ctx);
+
+  /// The verified client-certificate names (CN, then DNS SANs) of the
+  /// connection whose request runs on the calling thread; empty outside a
+  /// request, on plaintext, or without a certificate.
+  static const std::vector<std::string>& current_cert_names();
+
   /// Connections closed because their request head was late, since start.
   size_t timed_out() const;
 
@@ -72,6 +85,7 @@ private:
   bool serve_request(httplib::Stream& strm, bool last, bool& closed);
 
   std::shared_ptr<state> state_;
+  ssl_context_ptr tls_;
 };
 
 } // namespace recoverd

@@ -3,6 +3,7 @@
 #include "actors/error.hpp"
 #include "actors/model/job_model.hpp"
 #include "services/bridge.hpp"
+#include "services/guard.hpp"
 #include "services/inspect_convert.hpp"
 #include "services/stream.hpp"
 
@@ -169,8 +170,9 @@ void inspect_api::cluster(
     inspector_, std::move(done));
 }
 
-inspect_service::inspect_service(const inspect_api& api, size_t stream_buffer)
-  : api_(api), stream_buffer_(stream_buffer) {
+inspect_service::inspect_service(const inspect_api& api, size_t stream_buffer,
+                                 access_settings access)
+  : api_(api), stream_buffer_(stream_buffer), access_(std::move(access)) {
   // nop
 }
 
@@ -179,6 +181,8 @@ inspect_service::ListJobs(grpc::CallbackServerContext* ctx,
                           const pi::ListJobsRequest* req,
                           pi::ListJobsResponse* resp) {
   auto* reactor = ctx->DefaultReactor();
+  if (!admit(access_, ctx, reactor, "/recoverd.inspection.v1.Inspect/ListJobs"))
+    return reactor;
   api_.list_jobs(*req, resp, finish(reactor));
   return reactor;
 }
@@ -187,6 +191,8 @@ grpc::ServerUnaryReactor*
 inspect_service::GetJob(grpc::CallbackServerContext* ctx,
                         const pi::GetJobRequest* req, pi::JobDetail* resp) {
   auto* reactor = ctx->DefaultReactor();
+  if (!admit(access_, ctx, reactor, "/recoverd.inspection.v1.Inspect/GetJob"))
+    return reactor;
   api_.get_job(*req, resp, finish(reactor));
   return reactor;
 }
@@ -196,6 +202,8 @@ inspect_service::ListEvents(grpc::CallbackServerContext* ctx,
                             const pi::ListEventsRequest* req,
                             pi::ListEventsResponse* resp) {
   auto* reactor = ctx->DefaultReactor();
+  if (!admit(access_, ctx, reactor, "/recoverd.inspection.v1.Inspect/ListEvents"))
+    return reactor;
   api_.list_events(*req, resp, finish(reactor));
   return reactor;
 }
@@ -209,6 +217,8 @@ inspect_service::WatchEvents(grpc::CallbackServerContext* ctx,
       convert::to_proto(x, out);
     });
   event_sink_ptr sink = stream->sink();
+  if (!admit_stream(access_, ctx, sink, "/recoverd.inspection.v1.Inspect/WatchEvents"))
+    return stream;
   api_.watch_events(*req, std::move(sink));
   return stream;
 }
@@ -218,6 +228,8 @@ inspect_service::ListIncidents(grpc::CallbackServerContext* ctx,
                                const pi::ListIncidentsRequest* req,
                                pi::ListIncidentsResponse* resp) {
   auto* reactor = ctx->DefaultReactor();
+  if (!admit(access_, ctx, reactor, "/recoverd.inspection.v1.Inspect/ListIncidents"))
+    return reactor;
   api_.list_incidents(*req, resp, finish(reactor));
   return reactor;
 }
@@ -226,6 +238,8 @@ grpc::ServerUnaryReactor*
 inspect_service::GetJobAt(grpc::CallbackServerContext* ctx,
                           const pi::GetJobAtRequest* req, pi::JobAt* resp) {
   auto* reactor = ctx->DefaultReactor();
+  if (!admit(access_, ctx, reactor, "/recoverd.inspection.v1.Inspect/GetJobAt"))
+    return reactor;
   api_.get_job_at(*req, resp, finish(reactor));
   return reactor;
 }
@@ -235,6 +249,8 @@ inspect_service::GetStatus(grpc::CallbackServerContext* ctx,
                            const pi::GetStatusRequest* req,
                            pi::StatusResponse* resp) {
   auto* reactor = ctx->DefaultReactor();
+  if (!admit(access_, ctx, reactor, "/recoverd.inspection.v1.Inspect/GetStatus"))
+    return reactor;
   api_.get_status(*req, resp, finish(reactor));
   return reactor;
 }

@@ -5,6 +5,7 @@
 #include <caf/actor_system.hpp>
 #include <caf/expected.hpp>
 
+#include "services/access.hpp"
 #include "actors/actors.hpp"
 #include "inspect.grpc.pb.h"
 
@@ -69,7 +70,9 @@ class inspect_service final
   : public recoverd::inspection::v1::Inspect::CallbackService {
 public:
   /// @param stream_buffer Events a watcher may have queued.
-  inspect_service(const inspect_api& api, size_t stream_buffer);
+  /// @param access Who may call what on the listener this instance serves.
+  inspect_service(const inspect_api& api, size_t stream_buffer,
+                  access_settings access = {});
 
   grpc::ServerUnaryReactor*
   ListJobs(grpc::CallbackServerContext* ctx,
@@ -108,6 +111,7 @@ public:
 private:
   const inspect_api& api_;
   size_t stream_buffer_;
+  access_settings access_;
 };
 
 } // namespace recoverd

@@ -119,6 +119,22 @@ void raise_open_file_limit() {
   ES_INFO("open-file limit raised from {} to {}", was, lim.rlim_cur);
 }
 
+// The TLS flags of one listener: --PREFIXtls-cert, --PREFIXtls-key and
+// --PREFIXclient-ca.
+void add_tls_flags(CLI::App& cli, const std::string& prefix, tls_options& tls,
+                   const std::string& what, const std::string& client_note) {
+  cli.add_option("--" + prefix + "tls-cert", tls.cert_file,
+                 "PEM certificate chain of " + what + "; without it " + what
+                   + " is plaintext");
+  cli.add_option("--" + prefix + "tls-key", tls.key_file,
+                 "PEM private key of --" + prefix + "tls-cert");
+  cli.add_option("--" + prefix + "client-ca", tls.client_ca_file,
+                 "PEM CA of client certificates of " + what
+                   + "; a certificate sent is verified against it and names "
+                     "the caller ("
+                   + client_note + ")");
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -206,6 +222,45 @@ int main(int argc, char** argv) {
                  "RESOURCE_EXHAUSTED")
     ->capture_default_str()
     ->check(CLI::PositiveNumber);
+  add_tls_flags(cli, "", opts.tls, "the agent listener",
+                "agents may also use tokens");
+  cli.add_option("--control-listen", opts.control_listen,
+                 "gRPC address of the control listener (Platform, Inspect, "
+                 "reflection, O&M RPCs); unset: everything on --listen");
+  add_tls_flags(cli, "control-", opts.control_tls, "the control listener",
+                "see --control-client-cert");
+  std::string control_client_cert = "required";
+  cli.add_option("--control-client-cert", control_client_cert,
+                 "with --control-client-ca: required (the TLS handshake "
+                 "fails without a certificate) or optional (bearer tokens "
+                 "work too)")
+    ->capture_default_str()
+    ->check(CLI::IsMember({"required", "optional"}));
+  add_tls_flags(cli, "http-", opts.http_tls, "the HTTP port (HTTPS)",
+                "tokens work too");
+  std::string authz_file;
+  cli.add_option("--authz", authz_file,
+                 "TOML file of identities and tokens with their roles; "
+                 "unset: access control is off");
+  bool no_om_on_agent = false;
+  cli.add_flag("--no-om-on-agent-listener", no_om_on_agent,
+               "with --control-listen: SwitchNicTrack, StressTest and their "
+               "operator streams only on the control listener");
+  cli.add_flag("--allow-anonymous-agents", opts.anonymous_agents,
+               "with --authz: callers of the agent listener without "
+               "certificate or token act as agents of every job (the "
+               "unmodified TaskD client)");
+  std::vector<std::string> rate_limit_args;
+  cli.add_option("--rate-limit", rate_limit_args,
+                 "CLASS=RATE[/BURST], repeatable: calls per second (and "
+                 "burst) one client (identity, else IP address) may make in "
+                 "a class: report, agent, read, write, om, health; job=... "
+                 "limits each job's reports; RATE 0 = unlimited. Defaults: "
+                 "report=20000/40000 agent=5000/10000 read=5000/10000 "
+                 "write=5000/10000 om=100/200 health=1000/2000 job=1000/2000");
+  bool no_rate_limits = false;
+  cli.add_flag("--no-rate-limits", no_rate_limits,
+               "no per-client or per-job rate limit at all");
   for (const auto& w : wait_options)
     cli.add_option(w.flag, waits[w.flag],
                    std::string{w.help}
@@ -249,6 +304,26 @@ int main(int argc, char** argv) {
       return 2;
     }
 
+  opts.control_tls.client_certs = control_client_cert == "optional"
+                                    ? client_cert_mode::optional
+                                    : client_cert_mode::required;
+  opts.om_on_agent_listener = !no_om_on_agent;
+  opts.limits = no_rate_limits ? rate_limits::unlimited()
+                               : rate_limits::defaults();
+  for (const auto& x : rate_limit_args)
+    if (auto err = parse_rate_limit(x, opts.limits)) {
+      std::cerr << "recoverd: " << message_of(err) << "\n";
+      return 2;
+    }
+  if (!authz_file.empty()) {
+    auto policy = load_authz_file(authz_file);
+    if (!policy) {
+      std::cerr << "recoverd: " << message_of(policy.error()) << "\n";
+      return 2;
+    }
+    opts.authz = std::make_shared<const authz_policy>(std::move(*policy));
+  }
+
   raise_open_file_limit();
 
   // Signals are taken by sigwait below; every thread started from here on
@@ -267,6 +342,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::printf("recoverd: listening on %s\n", (*running)->address().c_str());
+  if ((*running)->control_port() != 0)
+    std::printf("recoverd: control on %s\n",
+                (*running)->control_address().c_str());
   if (!(*running)->http_address().empty())
     std::printf("recoverd: http on %s\n", (*running)->http_address().c_str());
   std::fflush(stdout);

@@ -216,8 +216,27 @@ void request_metrics::set_connection_source(
   connections_ = std::move(f);
 }
 
+void request_metrics::set_rate_limiter(std::shared_ptr<const rate_limiter> x) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  limiter_ = std::move(x);
+}
+
 void request_metrics::render(std::string& out) const {
   std::lock_guard<std::mutex> guard{mtx_};
+  if (limiter_) {
+    family(out, "recoverd_rate_limited_total", "counter",
+           "Calls refused with RESOURCE_EXHAUSTED by a rate limit: a "
+           "client's bucket of a class of RPC, or a job's report bucket.");
+    for (size_t i = 0; i < rpc_class_count; ++i) {
+      auto c = static_cast<rpc_class>(i);
+      sample(out, "recoverd_rate_limited_total",
+             {{"class", to_string(c)}, {"scope", "client"}},
+             limiter_->refused_by_client(c));
+    }
+    sample(out, "recoverd_rate_limited_total",
+           {{"class", "report"}, {"scope", "job"}},
+           limiter_->refused_by_job());
+  }
   if (connections_) {
     auto c = connections_();
     family(out, "recoverd_grpc_connections_open", "gauge",

@@ -19,6 +19,7 @@
 
 #include "actors/inspection.hpp"
 #include "services/listener.hpp"
+#include "services/rate_limit.hpp"
 
 namespace recoverd {
 
@@ -47,6 +48,9 @@ public:
   /// rendering.
   void set_connection_source(std::function<connection_figures()> f);
 
+  /// The limiter whose refusals /metrics counts.
+  void set_rate_limiter(std::shared_ptr<const rate_limiter> x);
+
   /// Appends this object's series to `out`.
   void render(std::string& out) const;
 
@@ -65,6 +69,7 @@ private:
   size_t http_timed_out_ = 0;
   size_t http_refused_ = 0;
   std::function<connection_figures()> connections_;
+  std::shared_ptr<const rate_limiter> limiter_;
 };
 
 /// A server interceptor factory that records every call into `m`, which

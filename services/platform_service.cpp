@@ -8,6 +8,7 @@
 #include "actors/model/job_model.hpp"
 #include "convert.hpp"
 #include "services/bridge.hpp"
+#include "services/guard.hpp"
 #include "services/stream.hpp"
 
 namespace recoverd {
@@ -39,8 +40,12 @@ auto fill(Resp* resp) {
 
 platform_service::platform_service(caf::actor_system& sys,
                                    job_registry_actor registry,
-                                   size_t stream_buffer)
-  : sys_(sys), registry_(std::move(registry)), stream_buffer_(stream_buffer) {
+                                   size_t stream_buffer,
+                                   access_settings access)
+  : sys_(sys),
+    registry_(std::move(registry)),
+    stream_buffer_(stream_buffer),
+    access_(std::move(access)) {
   // nop
 }
 
@@ -49,6 +54,10 @@ platform_service::PutJob(grpc::CallbackServerContext* ctx,
                          const pb::PutJobRequest* req,
                          pb::PutJobResponse* resp) {
   auto* reactor = ctx->DefaultReactor();
+  auto who = admit(access_, ctx, reactor,
+                   "/recoverd.platform.v1.Platform/PutJob");
+  if (!who)
+    return reactor;
   if (!req->has_spec()) {
     reactor->Finish({grpc::StatusCode::INVALID_ARGUMENT,
                      "spec: required, the job to put"});
@@ -61,7 +70,8 @@ platform_service::PutJob(grpc::CallbackServerContext* ctx,
       convert::to_proto(x.job, *resp->mutable_job());
       return grpc::Status::OK;
     },
-    put_atom::value, convert::from_proto(req->spec()));
+    put_atom::value, convert::from_proto(req->spec()),
+    put_origin{who->name, who->max_jobs});
   return reactor;
 }
 
@@ -70,7 +80,9 @@ platform_service::DeleteJob(grpc::CallbackServerContext* ctx,
                             const pb::JobRef* req,
                             pb::DeleteJobResponse* resp) {
   auto* reactor = ctx->DefaultReactor();
-  if (reject_bad_id(reactor, req->jobid()))
+  auto who = admit(access_, ctx, reactor,
+                   "/recoverd.platform.v1.Platform/DeleteJob");
+  if (!who || reject_bad_id(reactor, req->jobid()))
     return reactor;
   ask<uint64_t>(
     sys_, registry_, reactor,
@@ -78,7 +90,7 @@ platform_service::DeleteJob(grpc::CallbackServerContext* ctx,
       resp->set_lastseq(seq);
       return grpc::Status::OK;
     },
-    delete_atom::value, req->jobid());
+    delete_atom::value, req->jobid(), who->name);
   return reactor;
 }
 
@@ -86,6 +98,8 @@ grpc::ServerUnaryReactor*
 platform_service::GetJob(grpc::CallbackServerContext* ctx,
                          const pb::JobRef* req, pb::JobStatus* resp) {
   auto* reactor = ctx->DefaultReactor();
+  if (!admit(access_, ctx, reactor, "/recoverd.platform.v1.Platform/GetJob"))
+    return reactor;
   if (reject_bad_id(reactor, req->jobid()))
     return reactor;
   ask<job_status>(
@@ -100,6 +114,8 @@ platform_service::ListJobs(grpc::CallbackServerContext* ctx,
                            const pb::ListJobsRequest* req,
                            pb::ListJobsResponse* resp) {
   auto* reactor = ctx->DefaultReactor();
+  if (!admit(access_, ctx, reactor, "/recoverd.platform.v1.Platform/ListJobs"))
+    return reactor;
   ask<std::vector<job_summary>>(
     sys_, registry_, reactor,
     [resp](const std::vector<job_summary>& xs) {
@@ -116,6 +132,8 @@ platform_service::ListNodeHealth(grpc::CallbackServerContext* ctx,
                                  const pb::ListNodeHealthRequest* req,
                                  pb::ListNodeHealthResponse* resp) {
   auto* reactor = ctx->DefaultReactor();
+  if (!admit(access_, ctx, reactor, "/recoverd.platform.v1.Platform/ListNodeHealth"))
+    return reactor;
   ask<std::vector<job_summary>>(
     sys_, registry_, reactor,
     [resp](const std::vector<job_summary>& xs) {
@@ -139,6 +157,10 @@ platform_service::ClearNodeHealth(grpc::CallbackServerContext* ctx,
                                   const pb::ClearNodeHealthRequest* req,
                                   pb::ClearNodeHealthResponse* resp) {
   auto* reactor = ctx->DefaultReactor();
+  auto who = admit(access_, ctx, reactor,
+                   "/recoverd.platform.v1.Platform/ClearNodeHealth");
+  if (!who)
+    return reactor;
   if (req->node().empty()) {
     reactor->Finish({grpc::StatusCode::INVALID_ARGUMENT,
                      "node: must not be empty"});
@@ -157,7 +179,8 @@ platform_service::ClearNodeHealth(grpc::CallbackServerContext* ctx,
         resp->add_jobids(j);
       return grpc::Status::OK;
     },
-    nodeclear_atom::value, req->node(), req->jobid(), ctx->peer());
+    nodeclear_atom::value, req->node(), req->jobid(),
+    audit_name(*who, ctx->peer(), true));
   return reactor;
 }
 
@@ -166,14 +189,17 @@ platform_service::SetAnnotations(grpc::CallbackServerContext* ctx,
                                  const pb::SetAnnotationsRequest* req,
                                  pb::Annotations* resp) {
   auto* reactor = ctx->DefaultReactor();
-  if (reject_bad_id(reactor, req->jobid()))
+  auto who = admit(access_, ctx, reactor,
+                   "/recoverd.platform.v1.Platform/SetAnnotations");
+  if (!who || reject_bad_id(reactor, req->jobid()))
     return reactor;
   ask<annotations_view>(
     sys_, registry_, reactor,
     fill(resp),
     annotate_atom::value, req->jobid(),
     string_map{req->set().begin(), req->set().end()},
-    convert::to_vector(req->remove()), std::string{"platform"});
+    convert::to_vector(req->remove()),
+    who->name.empty() ? std::string{"platform"} : who->name);
   return reactor;
 }
 
@@ -182,6 +208,8 @@ platform_service::GetAnnotations(grpc::CallbackServerContext* ctx,
                                  const pb::JobRef* req,
                                  pb::Annotations* resp) {
   auto* reactor = ctx->DefaultReactor();
+  if (!admit(access_, ctx, reactor, "/recoverd.platform.v1.Platform/GetAnnotations"))
+    return reactor;
   if (reject_bad_id(reactor, req->jobid()))
     return reactor;
   ask<annotations_view>(
@@ -200,6 +228,8 @@ platform_service::WatchAnnotations(grpc::CallbackServerContext* ctx,
       convert::to_proto(x, out);
     });
   annotations_sink_ptr sink = stream->sink();
+  if (!admit_stream(access_, ctx, sink, "/recoverd.platform.v1.Platform/WatchAnnotations"))
+    return stream;
   if (auto err = to_error(validate_job_id(req->jobid()))) {
     sink->finish(err);
     return stream;
@@ -212,6 +242,10 @@ grpc::ServerUnaryReactor* platform_service::ReportDeviceFaults(
   grpc::CallbackServerContext* ctx, const pb::ReportDeviceFaultsRequest* req,
   pb::ReportDeviceFaultsResponse* resp) {
   auto* reactor = ctx->DefaultReactor();
+  auto who = admit(access_, ctx, reactor,
+                   "/recoverd.platform.v1.Platform/ReportDeviceFaults");
+  if (!who)
+    return reactor;
   // Counted before anything is converted, so an oversized request costs
   // one pass over its jobs.
   size_t faults = 0;
@@ -225,6 +259,7 @@ grpc::ServerUnaryReactor* platform_service::ReportDeviceFaults(
   for (const auto& x : req->jobs()) {
     resp->add_results()->set_jobid(x.jobid());
     entries.push_back(convert::from_proto(x));
+    entries.back().by = who->name;
   }
   if (entries.empty()) {
     reactor->Finish(grpc::Status::OK);

@@ -3,6 +3,7 @@
 #include <caf/actor_system.hpp>
 
 #include "actors/actors.hpp"
+#include "services/access.hpp"
 #include "platform.grpc.pb.h"
 
 namespace recoverd {
@@ -13,7 +14,7 @@ class platform_service final
 public:
   /// @param stream_buffer Messages a watch stream may queue.
   platform_service(caf::actor_system& sys, job_registry_actor registry,
-                   size_t stream_buffer);
+                   size_t stream_buffer, access_settings access = {});
 
   grpc::ServerUnaryReactor*
   PutJob(grpc::CallbackServerContext* ctx,
@@ -68,6 +69,7 @@ private:
   caf::actor_system& sys_;
   job_registry_actor registry_;
   size_t stream_buffer_;
+  access_settings access_;
 };
 
 } // namespace recoverd

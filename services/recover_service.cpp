@@ -7,6 +7,7 @@
 #include "actors/log.hpp"
 #include "convert.hpp"
 #include "services/bridge.hpp"
+#include "services/guard.hpp"
 #include "services/stream.hpp"
 
 namespace recoverd {
@@ -14,8 +15,8 @@ namespace recoverd {
 namespace {
 
 client_info to_client(grpc::CallbackServerContext* ctx,
-                      const ::ClientInfo& req) {
-  return {req.jobid(), req.role(), ctx->peer()};
+                      const ::ClientInfo& req, const principal& who) {
+  return {req.jobid(), req.role(), ctx->peer(), who.name};
 }
 
 // Finishes `reactor` with INVALID_ARGUMENT when `job_id` is not a valid id
@@ -54,31 +55,35 @@ auto fill(::Status* resp) {
 recover_service::recover_service(caf::actor_system& sys,
                                  job_registry_actor registry,
                                  size_t stream_buffer,
-                                 job_directory_ptr directory)
+                                 job_directory_ptr directory,
+                                 access_settings access)
   : sys_(sys),
     registry_(std::move(registry)),
     stream_buffer_(stream_buffer),
-    directory_(std::move(directory)) {
+    directory_(std::move(directory)),
+    access_(std::move(access)) {
   // nop
 }
 
 grpc::ServerUnaryReactor* recover_service::Init(
   grpc::CallbackServerContext* ctx, const ::ClientInfo* req, ::Status* resp) {
   auto* reactor = ctx->DefaultReactor();
-  if (reject_bad_id(reactor, req->jobid()))
+  auto who = admit(access_, ctx, reactor, "/Recover/Init", req->jobid());
+  if (!who || reject_bad_id(reactor, req->jobid()))
     return reactor;
   ask<biz_status>(sys_, registry_, reactor, fill(resp), init_atom::value,
-                  to_client(ctx, *req));
+                  to_client(ctx, *req, *who));
   return reactor;
 }
 
 grpc::ServerUnaryReactor* recover_service::Register(
   grpc::CallbackServerContext* ctx, const ::ClientInfo* req, ::Status* resp) {
   auto* reactor = ctx->DefaultReactor();
-  if (reject_bad_id(reactor, req->jobid()))
+  auto who = admit(access_, ctx, reactor, "/Recover/Register", req->jobid());
+  if (!who || reject_bad_id(reactor, req->jobid()))
     return reactor;
   ask<biz_status>(sys_, registry_, reactor, fill(resp), register_atom::value,
-                  to_client(ctx, *req));
+                  to_client(ctx, *req, *who));
   return reactor;
 }
 
@@ -91,30 +96,56 @@ recover_service::SubscribeProcessManageSignal(grpc::CallbackServerContext* ctx,
       convert::to_proto(x, out);
     });
   signal_sink_ptr sink = stream->sink();
-  if (reject_bad_id(sink, req->jobid()))
+  auto who = admit_stream(access_, ctx, sink,
+                          "/Recover/SubscribeProcessManageSignal",
+                          req->jobid());
+  if (!who || reject_bad_id(sink, req->jobid()))
     return stream;
   open_stream<ok_atom>(sys_, registry_, sink, subscribe_atom::value,
-                       to_client(ctx, *req));
+                       to_client(ctx, *req, *who));
   return stream;
 }
 
 grpc::ServerUnaryReactor*
 recover_service::report(grpc::CallbackServerContext* ctx,
-                        const std::string& job_id, report_kind kind,
-                        flow_input in, ::Status* resp) {
+                        std::string_view method, const std::string& job_id,
+                        report_kind kind, flow_input in, ::Status* resp) {
   auto* reactor = ctx->DefaultReactor();
-  if (reject_bad_id(reactor, job_id))
+  auto who = admit(access_, ctx, reactor, method, job_id);
+  if (!who || reject_bad_id(reactor, job_id))
     return reactor;
   in.kind = kind;
+  in.by = who->name;
   // The hot path: straight to the job, which answers through the reply sink
   // on its own thread; no actor of the edge in between. A job the directory
   // does not list (yet) is the registry's to find or refuse.
-  auto reply = make_unary_reply<biz_status>(reactor, fill(resp));
   if (directory_)
-    if (auto hdl = directory_->find(job_id)) {
-      caf::anon_send(hdl, report_atom::value, std::move(in), std::move(reply));
+    if (auto x = directory_->lookup(job_id); x.hdl) {
+      // The job's mailbox stays bounded: past the cap the report is
+      // refused here, before it costs the job anything.
+      if (x.in_flight->fetch_add(1) >= max_reports_in_flight) {
+        x.in_flight->fetch_sub(1);
+        ctx->AddTrailingMetadata("grpc-retry-pushback-ms", "100");
+        reactor->Finish({grpc::StatusCode::RESOURCE_EXHAUSTED,
+                         "job " + job_id + " has "
+                           + std::to_string(max_reports_in_flight)
+                           + " reports waiting for it; retry in 100 ms"});
+        return reactor;
+      }
+      // Released when the reply is gone: answered, or dropped with the
+      // message.
+      std::shared_ptr<void> release{nullptr, [c = x.in_flight](void*) {
+                                      c->fetch_sub(1);
+                                    }};
+      auto reply = make_unary_reply<biz_status>(
+        reactor, [f = fill(resp), release](const biz_status& s) {
+          return f(s);
+        });
+      caf::anon_send(x.hdl, report_atom::value, std::move(in),
+                     std::move(reply));
       return reactor;
     }
+  auto reply = make_unary_reply<biz_status>(reactor, fill(resp));
   caf::anon_send(registry_, report_atom::value,
                  client_info{job_id, "", ctx->peer()}, std::move(in),
                  std::move(reply));
@@ -141,7 +172,8 @@ grpc::ServerUnaryReactor* recover_service::ReportStopComplete(
   in.report.code = req->status().code();
   for (const auto& f : req->faultranks())
     in.faults.push_back({f.rankid(), f.faulttype()});
-  return report(ctx, req->jobid(), report_kind::stop, std::move(in), resp);
+  return report(ctx, "/Recover/ReportStopComplete", req->jobid(),
+                report_kind::stop, std::move(in), resp);
 }
 
 grpc::ServerUnaryReactor* recover_service::ReportRecoverStrategy(
@@ -149,7 +181,8 @@ grpc::ServerUnaryReactor* recover_service::ReportRecoverStrategy(
   ::Status* resp) {
   flow_input in;
   in.strategies = convert::to_vector(req->strategies());
-  return report(ctx, req->jobid(), report_kind::strategy, std::move(in),
+  return report(ctx, "/Recover/ReportRecoverStrategy", req->jobid(),
+                report_kind::strategy, std::move(in),
                 resp);
 }
 
@@ -162,7 +195,8 @@ grpc::ServerUnaryReactor* recover_service::ReportRecoverStatus(
   in.report.code = req->status().code();
   in.report.strategy = req->strategy();
   in.report.isolate_ranks = convert::to_vector(req->isolaterankids());
-  return report(ctx, req->jobid(), report_kind::status, std::move(in), resp);
+  return report(ctx, "/Recover/ReportRecoverStatus", req->jobid(),
+                report_kind::status, std::move(in), resp);
 }
 
 grpc::ServerUnaryReactor* recover_service::ReportProcessFault(
@@ -171,13 +205,15 @@ grpc::ServerUnaryReactor* recover_service::ReportProcessFault(
   flow_input in;
   for (const auto& f : req->faultranks())
     in.faults.push_back({f.rankid(), f.faulttype()});
-  return report(ctx, req->jobid(), report_kind::process, std::move(in), resp);
+  return report(ctx, "/Recover/ReportProcessFault", req->jobid(),
+                report_kind::process, std::move(in), resp);
 }
 
 grpc::ServerUnaryReactor* recover_service::SwitchNicTrack(
   grpc::CallbackServerContext* ctx, const ::SwitchNics* req, ::Status* resp) {
   auto* reactor = ctx->DefaultReactor();
-  if (reject_bad_id(reactor, req->jobid(), "jobID"))
+  auto who = admit(access_, ctx, reactor, "/Recover/SwitchNicTrack");
+  if (!who || reject_bad_id(reactor, req->jobid(), "jobID"))
     return reactor;
   auto refuse = [&](const std::string& info) {
     resp->set_code(413);
@@ -199,14 +235,16 @@ grpc::ServerUnaryReactor* recover_service::SwitchNicTrack(
       ops.push_back({node, list->dev(i), list->op(i)});
   }
   ask<biz_status>(sys_, registry_, reactor, fill(resp), switch_atom::value,
-                  req->jobid(), std::move(ops), ctx->peer());
+                  req->jobid(), std::move(ops),
+                  audit_name(*who, ctx->peer(), true));
   return reactor;
 }
 
 template <class Response>
 grpc::ServerWriteReactor<Response>*
 recover_service::operator_stream(grpc::CallbackServerContext* ctx,
-                                 const std::string& job_id, om_kind kind) {
+                                 const std::string& job_id, om_kind kind,
+                                 std::string_view method) {
   using stream_type = grpc_stream<Response, om_message>;
   auto* stream = new stream_type(ctx, stream_buffer_,
                                  [](const om_message& x, Response& out) {
@@ -214,7 +252,8 @@ recover_service::operator_stream(grpc::CallbackServerContext* ctx,
                                    out.set_msg(x.msg);
                                  });
   om_sink_ptr sink = stream->sink();
-  if (reject_bad_id(sink, job_id, "jobID"))
+  auto who = admit_stream(access_, ctx, sink, method);
+  if (!who || reject_bad_id(sink, job_id, "jobID"))
     return stream;
   open_stream<ok_atom>(sys_, registry_, sink, om_atom::value, job_id, kind);
   return stream;
@@ -223,7 +262,9 @@ recover_service::operator_stream(grpc::CallbackServerContext* ctx,
 grpc::ServerWriteReactor<::SwitchNicResponse>*
 recover_service::SubscribeSwitchNicSignal(grpc::CallbackServerContext* ctx,
                                           const ::SwitchNicRequest* req) {
-  return operator_stream<::SwitchNicResponse>(ctx, req->jobid(), om_kind::switch_nic);
+  return operator_stream<::SwitchNicResponse>(
+    ctx, req->jobid(), om_kind::switch_nic,
+    "/Recover/SubscribeSwitchNicSignal");
 }
 
 grpc::ServerWriteReactor<::SwitchRankList>*
@@ -239,7 +280,9 @@ recover_service::SubscribeNotifySwitch(grpc::CallbackServerContext* ctx,
       out.set_jobid(x.job_id);
     });
   switch_sink_ptr sink = stream->sink();
-  if (reject_bad_id(sink, req->jobid()))
+  auto who = admit_stream(access_, ctx, sink, "/Recover/SubscribeNotifySwitch",
+                          req->jobid());
+  if (!who || reject_bad_id(sink, req->jobid()))
     return stream;
   open_stream<ok_atom>(sys_, registry_, sink, worker_atom::value, req->jobid());
   return stream;
@@ -249,28 +292,32 @@ grpc::ServerUnaryReactor* recover_service::ReplySwitchNicResult(
   grpc::CallbackServerContext* ctx, const ::SwitchResult* req, ::Status* resp) {
   flow_input in;
   in.report.code = req->result() ? 0 : 1;
-  return report(ctx, req->jobid(), report_kind::switch_nic, std::move(in), resp);
+  return report(ctx, "/Recover/ReplySwitchNicResult", req->jobid(),
+                report_kind::switch_nic, std::move(in), resp);
 }
 
 grpc::ServerUnaryReactor* recover_service::StressTest(
   grpc::CallbackServerContext* ctx, const ::StressTestParam* req,
   ::Status* resp) {
   auto* reactor = ctx->DefaultReactor();
-  if (reject_bad_id(reactor, req->jobid(), "jobID"))
+  auto who = admit(access_, ctx, reactor, "/Recover/StressTest");
+  if (!who || reject_bad_id(reactor, req->jobid(), "jobID"))
     return reactor;
   stress_request x;
   x.all_nodes_ops = {req->allnodesops().begin(), req->allnodesops().end()};
   for (const auto& [node, list] : req->stressparam())
     x.node_ops[node] = {list.ops().begin(), list.ops().end()};
   ask<biz_status>(sys_, registry_, reactor, fill(resp), stress_atom::value,
-                  req->jobid(), std::move(x), ctx->peer());
+                  req->jobid(), std::move(x),
+                  audit_name(*who, ctx->peer(), true));
   return reactor;
 }
 
 grpc::ServerWriteReactor<::StressTestResponse>*
 recover_service::SubscribeStressTestResponse(grpc::CallbackServerContext* ctx,
                                              const ::StressTestRequest* req) {
-  return operator_stream<::StressTestResponse>(ctx, req->jobid(), om_kind::stress);
+  return operator_stream<::StressTestResponse>(
+    ctx, req->jobid(), om_kind::stress, "/Recover/SubscribeStressTestResponse");
 }
 
 grpc::ServerWriteReactor<::StressTestRankParams>*
@@ -287,7 +334,10 @@ recover_service::SubscribeNotifyExecStressTest(grpc::CallbackServerContext* ctx,
       out.set_jobid(x.job_id);
     });
   stress_sink_ptr sink = stream->sink();
-  if (reject_bad_id(sink, req->jobid()))
+  auto who = admit_stream(access_, ctx, sink,
+                          "/Recover/SubscribeNotifyExecStressTest",
+                          req->jobid());
+  if (!who || reject_bad_id(sink, req->jobid()))
     return stream;
   open_stream<ok_atom>(sys_, registry_, sink, worker_atom::value, req->jobid());
   return stream;
@@ -300,15 +350,18 @@ grpc::ServerUnaryReactor* recover_service::ReplyStressTestResult(
   for (const auto& [rank, r] : req->stressresult())
     for (const auto& [op, res] : r.rankresult())
       in.stress_result[rank][op] = {res.code(), res.result()};
-  return report(ctx, req->jobid(), report_kind::stress, std::move(in), resp);
+  return report(ctx, "/Recover/ReplyStressTestResult", req->jobid(),
+                report_kind::stress, std::move(in), resp);
 }
 
 grpc::ServerUnaryReactor* recover_service::HealthCheck(
   grpc::CallbackServerContext* ctx, const ::ClientInfo* req, ::Status* resp) {
   // Stateless, as in the reference: no actor involved.
+  auto* reactor = ctx->DefaultReactor();
+  if (!admit(access_, ctx, reactor, "/Recover/HealthCheck"))
+    return reactor;
   resp->set_code(0);
   resp->set_info("jobId=" + req->jobid() + ", receive HeathCheck");
-  auto* reactor = ctx->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }

@@ -3,6 +3,7 @@
 #include <caf/actor_system.hpp>
 
 #include "actors/actors.hpp"
+#include "services/access.hpp"
 #include "recover.grpc.pb.h"
 
 namespace recoverd {
@@ -11,11 +12,17 @@ namespace recoverd {
 /// of later milestones are left to the generated base (UNIMPLEMENTED).
 class recover_service final : public ::Recover::CallbackService {
 public:
+  /// Reports one job may have on their way or in its hands; more are
+  /// refused with RESOURCE_EXHAUSTED (a job's mailbox stays bounded).
+  static constexpr size_t max_reports_in_flight = 1024;
+
   /// @param stream_buffer Messages an agent stream may queue.
   /// @param directory Where reports find their job without asking the
   ///        registry; may be null (then every report goes through it).
+  /// @param access Who may call what on the listener this instance serves.
   recover_service(caf::actor_system& sys, job_registry_actor registry,
-                  size_t stream_buffer, job_directory_ptr directory = nullptr);
+                  size_t stream_buffer, job_directory_ptr directory = nullptr,
+                  access_settings access = {});
 
   grpc::ServerUnaryReactor* Init(grpc::CallbackServerContext* ctx,
                                  const ::ClientInfo* req,
@@ -84,12 +91,13 @@ public:
 private:
   // Opens an operator stream of `kind`.
   template <class Response>
-  grpc::ServerWriteReactor<Response>* operator_stream(grpc::CallbackServerContext* ctx,
-                                                     const std::string& job_id,
-                                                      om_kind kind);
+  grpc::ServerWriteReactor<Response>*
+  operator_stream(grpc::CallbackServerContext* ctx, const std::string& job_id,
+                  om_kind kind, std::string_view method);
 
   // Hands a report to the job's recovery machine.
   grpc::ServerUnaryReactor* report(grpc::CallbackServerContext* ctx,
+                                   std::string_view method,
                                    const std::string& job_id, report_kind kind,
                                    flow_input in, ::Status* resp);
 
@@ -97,6 +105,7 @@ private:
   job_registry_actor registry_;
   size_t stream_buffer_;
   job_directory_ptr directory_;
+  access_settings access_;
 };
 
 } // namespace recoverd

@@ -38,6 +38,10 @@ grpc::Status to_grpc_status(const caf::error& err) {
         return {grpc::StatusCode::DATA_LOSS, msg};
       case errc::history_purged:
         return {grpc::StatusCode::OUT_OF_RANGE, msg};
+      case errc::unauthenticated:
+        return {grpc::StatusCode::UNAUTHENTICATED, msg};
+      case errc::permission_denied:
+        return {grpc::StatusCode::PERMISSION_DENIED, msg};
     }
   }
   if (err == caf::sec::request_timeout)
@@ -52,6 +56,10 @@ int to_http_status(grpc::StatusCode code) {
     case grpc::StatusCode::INVALID_ARGUMENT:
     case grpc::StatusCode::OUT_OF_RANGE:
       return 400;
+    case grpc::StatusCode::UNAUTHENTICATED:
+      return 401;
+    case grpc::StatusCode::PERMISSION_DENIED:
+      return 403;
     case grpc::StatusCode::NOT_FOUND:
       return 404;
     case grpc::StatusCode::FAILED_PRECONDITION:

@@ -276,6 +276,8 @@ std::string encode_event(const event& ev) {
   out.set_version(record_version);
   out.set_seq(ev.seq);
   out.set_timems(ev.time_ms);
+  if (!ev.by.empty())
+    out.set_by(ev.by);
   std::visit(overload{
                [&](const job_put& x) {
                  auto* m = out.mutable_jobput();
@@ -379,6 +381,7 @@ caf::expected<event> decode_event(std::string_view bytes) {
   event result;
   result.seq = in.seq();
   result.time_ms = in.timems();
+  result.by = in.by();
   switch (in.kind_case()) {
     case pe::Event::kJobPut:
       result.body = job_put{convert::from_proto(in.jobput().spec()),
@@ -464,6 +467,7 @@ std::string encode_snapshot(const job_model& state) {
   for (const auto& f : state.device_faults)
     convert::to_proto(f, *s->add_devicefaults());
   s->set_subscribergeneration(state.subscriber_generation);
+  s->set_owner(state.owner);
   to_proto(state.rec, *s->mutable_recovery());
   return out.SerializeAsString();
 }
@@ -489,6 +493,7 @@ caf::expected<job_model> decode_snapshot(std::string_view bytes) {
   for (const auto& f : s.devicefaults())
     result.device_faults.push_back(convert::from_proto(f));
   result.subscriber_generation = s.subscribergeneration();
+  result.owner = s.owner();
   name_reader names;
   result.rec = from_proto(s.recovery(), names);
   if (!names.bad.empty())

@@ -14,6 +14,8 @@ const char* to_string(errc x) {
     case errc::corrupt_record: return "corrupt_record";
     case errc::shutting_down: return "shutting_down";
     case errc::history_purged: return "history_purged";
+    case errc::unauthenticated: return "unauthenticated";
+    case errc::permission_denied: return "permission_denied";
   }
   return "unknown";
 }

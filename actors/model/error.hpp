@@ -36,6 +36,12 @@ enum class errc : uint8_t {
   shutting_down,
   /// A past point or event the retention removed.
   history_purged,
+  /// The caller has no identity the access control knows (no verified
+  /// client certificate, no known bearer token).
+  unauthenticated,
+  /// The caller's role may not call this RPC, for this job, or on this
+  /// listener.
+  permission_denied,
 };
 
 /// Name of an error code, e.g. "invalid_argument".

@@ -94,6 +94,7 @@ job_model apply(job_model state, const event& ev) {
                    state = job_model{};
                    state.subscriber_generation = generation;
                    state.created_at_ms = ev.time_ms;
+                   state.owner = ev.by;
                  }
                  state.exists = true;
                  state.spec = x.spec;

@@ -41,6 +41,9 @@ struct event {
   uint64_t seq = 0;
   int64_t time_ms = 0;
   event_body body;
+  /// Who caused it (an authenticated identity); empty for the daemon's own
+  /// decisions and for callers without an identity.
+  std::string by = {};
 };
 
 /// Short name of an event's kind, e.g. "job_put".
@@ -59,6 +62,9 @@ struct job_model {
   recovery rec; ///< The recovery machine (state, uuid, label, caches).
   int64_t created_at_ms = 0;
   int64_t updated_at_ms = 0;
+  /// The identity that created the job (its job cap counts it); empty when
+  /// none was authenticated.
+  std::string owner;
   std::string health_state = "Healthy";
   std::vector<device_fault> device_faults;
   uint64_t subscriber_generation = 0; ///< Subscriptions so far.

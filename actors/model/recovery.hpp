@@ -168,6 +168,9 @@ struct flow_input {
   stress_results stress_result;
   /// nodeHealthCleared: the node.
   std::string node;
+  /// The caller's authenticated identity: recorded as the `by` of the
+  /// step's event, not in the step.
+  std::string by;
 };
 
 /// What one step wrote besides the machine's state.

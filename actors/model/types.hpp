@@ -61,6 +61,7 @@ struct job_device_faults {
   std::string job_id;
   std::string health_state; ///< Healthy, SubHealthy or UnHealthy.
   std::vector<device_fault> faults;
+  std::string by = {}; ///< The caller identity (audit); empty when none.
 };
 
 /// Recovery configuration captured at the first successful Init.
@@ -77,6 +78,16 @@ struct client_info {
   std::string job_id;
   std::string role;
   std::string peer;
+  std::string identity = {}; ///< Authenticated name (audit); empty if none.
+};
+
+/// Who puts a job (audit) and how many jobs that identity may own.
+struct put_origin {
+  /// The caller's authenticated identity; empty when none.
+  std::string by;
+  /// Most jobs `by` may own (have created and not deleted); 0: no cap of
+  /// its own (the registry's job cap still holds).
+  uint64_t max_jobs = 0;
 };
 
 /// A business outcome of the Recover protocol (`Status{code, info}`).

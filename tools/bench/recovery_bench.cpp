@@ -10,7 +10,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -65,6 +68,42 @@ void put_job(pb::Platform::Stub& platform, const std::string& id,
   }
 }
 
+// Runs a shell command in `dir`; false when it fails.
+bool run_in(const std::filesystem::path& dir, const std::string& cmd) {
+  auto full = "cd '" + dir.string() + "' && " + cmd + " >/dev/null 2>&1";
+  return std::system(full.c_str()) == 0;
+}
+
+std::string slurp(const std::filesystem::path& file) {
+  std::ifstream in{file};
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+// --secure: a CA, a server certificate for 127.0.0.1 and the platform's
+// client certificate, made with openssl in `dir`.
+bool make_pki(const std::filesystem::path& dir) {
+  const std::string ec
+    = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes ";
+  std::ofstream{dir / "server.ext"}
+    << "subjectAltName=DNS:localhost,IP:127.0.0.1\n";
+  return run_in(dir, "openssl req -x509 " + ec
+                       + "-keyout ca.key -out ca.pem -days 2 -subj /CN=ca")
+         && run_in(dir, "openssl req " + ec
+                          + "-keyout server.key -out server.csr "
+                            "-subj /CN=localhost")
+         && run_in(dir, "openssl x509 -req -in server.csr -CA ca.pem -CAkey "
+                        "ca.key -CAcreateserial -out server.pem -days 2 "
+                        "-extfile server.ext")
+         && run_in(dir, "openssl req " + ec
+                          + "-keyout platform.key -out platform.csr "
+                            "-subj /CN=bench-platform")
+         && run_in(dir, "openssl x509 -req -in platform.csr -CA ca.pem "
+                        "-CAkey ca.key -CAcreateserial -out platform.pem "
+                        "-days 2");
+}
+
 bool expect(agent::client& a, const char* type) {
   auto sig = a.next_signal(10s);
   return sig && sig->signaltype() == type;
@@ -96,6 +135,7 @@ int main(int argc, char** argv) {
   size_t rounds = 5;
   size_t ranks = 16;
   bool no_sync = false;
+  bool secure = false;
   CLI::App cli{"recovery_bench: fault->stop latency and recovery cycles/s"};
   cli.add_option("--jobs", jobs, "subscribed jobs")->capture_default_str();
   cli.add_option("--samples", samples, "latency samples")->capture_default_str();
@@ -113,6 +153,11 @@ int main(int argc, char** argv) {
                  "them)")
     ->capture_default_str()
     ->check(CLI::PositiveNumber);
+  cli.add_flag("--secure", secure,
+               "access control on (authz file, anonymous agents on the "
+               "plaintext agent listener, the default rate limits) and the "
+               "platform on a TLS control listener with a client "
+               "certificate, as a secured deployment runs");
   cli.add_option("--cycles", cycles_per_job, "cycles per cycling job")
     ->capture_default_str();
   cli.add_option("--ranks", ranks,
@@ -137,6 +182,29 @@ int main(int argc, char** argv) {
   w.fault_flush = w.resource_release = w.hccl_convergence = w.restart_all
     = 0ms;
   w.keepalive = 60s;
+  std::filesystem::create_directories(dir);
+  if (secure) {
+    auto pki = dir / "pki";
+    std::filesystem::create_directories(pki);
+    if (!make_pki(pki)) {
+      std::fprintf(stderr, "recovery_bench: openssl could not make the "
+                           "certificates\n");
+      return 1;
+    }
+    opts.control_listen = "127.0.0.1:0";
+    opts.control_tls = {(pki / "server.pem").string(),
+                        (pki / "server.key").string(),
+                        (pki / "ca.pem").string(), client_cert_mode::required};
+    auto policy = parse_authz("[[identity]]\nname = \"bench-platform\"\n"
+                              "role = \"platform\"\n",
+                              "bench");
+    if (!policy)
+      return 1;
+    opts.authz = std::make_shared<const authz_policy>(std::move(*policy));
+    opts.anonymous_agents = true;
+    opts.om_on_agent_listener = false;
+    opts.limits = rate_limits::defaults();
+  }
   auto daemon = app::start(opts);
   if (!daemon) {
     std::fprintf(stderr, "recovery_bench: %s\n",
@@ -144,8 +212,21 @@ int main(int argc, char** argv) {
     return 1;
   }
   auto address = (*daemon)->address();
-  auto platform = pb::Platform::NewStub(
-    grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  auto platform_channel
+    = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  if (secure) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = slurp(dir / "pki" / "ca.pem");
+    ssl.pem_cert_chain = slurp(dir / "pki" / "platform.pem");
+    ssl.pem_private_key = slurp(dir / "pki" / "platform.key");
+    platform_channel = grpc::CreateChannel((*daemon)->control_address(),
+                                           grpc::SslCredentials(ssl));
+    std::printf("secure: access control on, agents anonymous on the "
+                "plaintext agent listener %s, platform over mTLS on %s, "
+                "default rate limits\n",
+                address.c_str(), (*daemon)->control_address().c_str());
+  }
+  auto platform = pb::Platform::NewStub(platform_channel);
 
   std::printf("setting up %zu subscribed jobs of %zu ranks (%zu pods x %zu "
               "devices) ...\n",
@@ -213,10 +294,11 @@ int main(int argc, char** argv) {
               samples, percentile(echo, 0.5), echo_p99);
   std::printf("ratio fault -> stopTrain p99 / round-trip p99: %.1f\n",
               p99 / echo_p99);
-  std::printf("RESULT\tFault -> stop signal: ReportProcessFault sent -> "
+  std::printf("RESULT\t%sFault -> stop signal: ReportProcessFault sent -> "
               "agent has stopTrain, p99 (%zu jobs of %zu ranks subscribed)\t"
               "%.3f ms\t%.3f ms (one unary round trip to a trivial gRPC "
               "server, p99)\t%.1f\tp99 <= 5 ms\n",
+              secure ? "[secure] " : "",
               jobs, ranks, p99, echo_p99, p99 / echo_p99);
   std::fflush(stdout);
 
@@ -257,9 +339,10 @@ int main(int argc, char** argv) {
               trips, echo_rate, echo_rate / 4);
   std::printf("ratio recoverd cycles / baseline cycle-equivalents: %.2f\n",
               (cycles / secs) / (echo_rate / 4));
-  std::printf("RESULT\tRecovery cycles/s (fault..success, %zu jobs of %zu "
+  std::printf("RESULT\t%sRecovery cycles/s (fault..success, %zu jobs of %zu "
               "ranks at once)\t%.0f/s\t%.0f/s (4 unary round trips each to a "
               "trivial gRPC server)\t%.2f\t(compared, no target)\n",
+              secure ? "[secure] " : "",
               std::min(concurrency, jobs), ranks, cycles / secs, echo_rate / 4,
               (cycles / secs) / (echo_rate / 4));
   std::fflush(stdout);
@@ -355,9 +438,10 @@ int main(int argc, char** argv) {
   std::printf("ratio recoverd reports / baseline (design target >= 0.60): "
               "%.2f\n",
               report_rate / report_echo);
-  std::printf("RESULT\tReports: durable report RPCs/s (%zu jobs of %zu "
+  std::printf("RESULT\t%sReports: durable report RPCs/s (%zu jobs of %zu "
               "ranks at once)\t%.0f/s\t%.0f/s (trivial gRPC server, same "
               "load)\t%.2f\t>= 0.60\n",
+              secure ? "[secure] " : "",
               std::min(report_concurrency, jobs), ranks, report_rate,
               report_echo,
               report_rate / report_echo);

@@ -48,6 +48,13 @@ constexpr int exit_unreachable = 3;
 
 struct options {
   std::string server = "127.0.0.1:8899";
+  /// TLS: the CA of the server certificate; empty: plaintext.
+  std::string ca;
+  /// mTLS: client certificate and key (PEM files).
+  std::string cert;
+  std::string key;
+  /// Bearer token sent as `authorization: Bearer ...` (TLS only).
+  std::string token;
   std::string timeout = "10";
   /// "table" for people, "json" for scripts.
   std::string output = "table";
@@ -96,11 +103,41 @@ std::string to_json_line(const google::protobuf::Message& msg) {
   return out;
 }
 
+// Reads a PEM file; exits with code 2 when it cannot.
+std::string read_or_exit(const std::string& path) {
+  std::ifstream in{path, std::ios::binary};
+  if (!in) {
+    std::cerr << "recoverctl: cannot read " << path << "\n";
+    std::exit(2);
+  }
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+// The one channel of every command: plaintext, or TLS with --ca (plus a
+// client certificate and/or a bearer token).
+std::shared_ptr<grpc::Channel> channel_of(const options& opts) {
+  if (opts.ca.empty())
+    return grpc::CreateChannel(opts.server, grpc::InsecureChannelCredentials());
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = read_or_exit(opts.ca);
+  if (!opts.cert.empty()) {
+    ssl.pem_cert_chain = read_or_exit(opts.cert);
+    ssl.pem_private_key = read_or_exit(opts.key);
+  }
+  auto creds = grpc::SslCredentials(ssl);
+  if (!opts.token.empty())
+    creds = grpc::CompositeChannelCredentials(
+      creds, grpc::AccessTokenCredentials(opts.token));
+  return grpc::CreateChannel(opts.server, creds);
+}
+
 class client {
 public:
   explicit client(const options& opts) : opts_(opts) {
     stub_ = pb::Platform::NewStub(
-      grpc::CreateChannel(opts.server, grpc::InsecureChannelCredentials()));
+      channel_of(opts));
   }
 
   std::unique_ptr<grpc::ClientContext> context() const {
@@ -275,7 +312,7 @@ int annotate(client& c, const std::string& id,
 
 std::unique_ptr<::Recover::Stub> recover_stub(const options& opts) {
   return ::Recover::NewStub(
-    grpc::CreateChannel(opts.server, grpc::InsecureChannelCredentials()));
+    channel_of(opts));
 }
 
 std::unique_ptr<grpc::ClientContext> deadline_context(const options& opts) {
@@ -482,7 +519,7 @@ std::chrono::system_clock::time_point deadline_of(const options& opts) {
 
 std::unique_ptr<pi::Inspect::Stub> inspect_stub(const options& opts) {
   return pi::Inspect::NewStub(
-    grpc::CreateChannel(opts.server, grpc::InsecureChannelCredentials()));
+    channel_of(opts));
 }
 
 // Opens the log read-only; exit code 3 when it cannot.
@@ -626,10 +663,14 @@ std::string incident_head(int n, const pi::Incident& x) {
   return out;
 }
 
+// One event; who caused it (the audit identity) ends the line.
 void print_event(const pi::EventRecord& e, const std::string& when) {
-  std::printf("  #%-5llu %-24s %-22s %s\n",
+  std::string by;
+  if (!e.event().by().empty())
+    by = " [by " + e.event().by() + "]";
+  std::printf("  #%-5llu %-24s %-22s %s%s\n",
               static_cast<unsigned long long>(e.seq()), when.c_str(),
-              e.kind().c_str(), e.summary().c_str());
+              e.kind().c_str(), e.summary().c_str(), by.c_str());
 }
 
 int timeline(const history_source& src, const std::string& job) {
@@ -806,6 +847,14 @@ int status_cmd(const options& opts, const std::string& job, bool detailed) {
 
 int main(int argc, char** argv) {
   options opts;
+  // Defaults from the environment, like a kubeconfig: flags win.
+  for (auto [var, field] : {std::pair{"RECOVERD_SERVER", &opts.server},
+                            std::pair{"RECOVERD_CA", &opts.ca},
+                            std::pair{"RECOVERD_CERT", &opts.cert},
+                            std::pair{"RECOVERD_KEY", &opts.key},
+                            std::pair{"RECOVERD_TOKEN", &opts.token}})
+    if (const char* x = std::getenv(var); x != nullptr && *x != '\0')
+      *field = x;
   CLI::App cli{"recoverctl: operate a recoverd daemon.\n"
                "Exit codes: 0 ok, 1 refused by recoverd, 2 bad usage or "
                "input, 3 recoverd unreachable."};
@@ -815,6 +864,15 @@ int main(int argc, char** argv) {
   auto add_common = [&opts](CLI::App* app) {
     app->add_option("--server", opts.server, "recoverd address host:port")
       ->capture_default_str();
+    app->add_option("--ca", opts.ca,
+                    "PEM CA of the server certificate: speak TLS "
+                    "(env RECOVERD_CA)");
+    app->add_option("--cert", opts.cert,
+                    "PEM client certificate for mTLS (env RECOVERD_CERT)");
+    app->add_option("--key", opts.key,
+                    "PEM key of --cert (env RECOVERD_KEY)");
+    app->add_option("--token", opts.token,
+                    "bearer token, sent over TLS only (env RECOVERD_TOKEN)");
     app->add_option("--timeout", opts.timeout, "seconds to wait for an answer")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
