@@ -332,21 +332,14 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
       auto& st = self->state;
       if (!st.model.exists)
         return unknown(st.model);
-      auto before = st.model.device_faults;
-      st.caller = std::move(faults.by);
-      return handle<ok_atom>(
-        self, faults_cmd{std::move(faults)},
-        [](const biz_status&) { return ok_atom::value; },
-        [=] {
-          const auto& m = self->state.model;
-          if (!m.registered)
-            return;
-          // Reference §4.1: new faults start, join or pre-empt a flow.
-          auto [name, fresh] = fault_center_input(
-            m.rec, m.spec, m.init, before, m.device_faults, m.health_state);
-          if (name != ev::none)
-            feed_event(self, name, fresh);
-        });
+      st.caller = faults.by;
+      // The snapshot and the flow step it causes are one append: a fault
+      // storm costs each job one durable write before its stopTrain.
+      faults_cmd cmd{std::move(faults), flow_input{}, st.cfg.waits};
+      cmd.then->now_ms = st.cfg.clock();
+      cmd.then->fresh_uuid = new_uuid(self);
+      return handle<ok_atom>(self, std::move(cmd),
+                             [](const biz_status&) { return ok_atom::value; });
     },
     [=](init_atom, client_info& client) -> caf::result<biz_status> {
       if (!self->state.model.exists)

@@ -21,6 +21,8 @@ bool changes_annotations(const event_body& body) {
     || std::holds_alternative<job_put>(body);
 }
 
+} // namespace
+
 // A flow uuid as the reference makes it: upper-case hex of the nanosecond
 // clock, '-', 32 lower-case hex digits.
 std::string new_uuid(self_ptr self) {
@@ -46,9 +48,10 @@ std::string new_uuid(self_ptr self) {
   return result;
 }
 
+namespace {
+
 void after_events(self_ptr self, const std::vector<event>& evs);
 
-// Runs one input through the recovery machine and commits the step.
 } // namespace
 
 void feed(job_self self, flow_input in, on_durable_fn on_ok,

@@ -31,6 +31,9 @@ using on_error_fn = std::function<void(caf::error&)>;
 void commit(job_self self, std::vector<event_body> bodies,
             on_durable_fn on_durable, on_error_fn on_error);
 
+/// A fresh flow uuid (the configured generator, else the reference's form).
+std::string new_uuid(job_self self);
+
 /// Runs one input of the recovery machine (stamped with the time and a
 /// fresh uuid) and commits its step.
 void feed(job_self self, flow_input in, on_durable_fn on_ok,

@@ -363,6 +363,28 @@ expected<decision> decide_annotate(const job_model& state,
   return result;
 }
 
+// One step of the recovery machine on `device_faults`; nothing when the
+// step changes nothing worth an event (e.g. a pod change nobody waits for).
+expected<std::optional<flow_stepped>>
+decide_step(const job_model& state, const flow_input& in, const timeouts& waits,
+            const std::vector<device_fault>& device_faults) {
+  auto s = step(state.rec, state.spec, state.init, in, waits, device_faults,
+                state.ranks.get());
+  if (!s)
+    return s.error();
+  flow_stepped e;
+  static_cast<step_output&>(e) = std::move(*s);
+  e.input = std::move(s->input);
+  e.change = diff(state.rec, std::move(s->after));
+  if (e.path.size() > 1 || !e.change.empty() || !e.side_signals.empty()
+      || !e.annotations.empty() || !e.removed_annotations.empty()
+      || e.input.delivered || !e.om_messages.empty()
+      || e.input.name == ev::fault_absorbed
+      || e.input.name == ev::node_health_cleared)
+    return std::optional<flow_stepped>{std::move(e)};
+  return std::optional<flow_stepped>{};
+}
+
 expected<decision> decide_faults(const job_model& state,
                                  const faults_cmd& cmd) {
   const auto& x = cmd.faults;
@@ -395,6 +417,25 @@ expected<decision> decide_faults(const job_model& state,
   // is worth an event.
   if (hs != state.health_state || !same_faults(x.faults, state.device_faults))
     result.events.emplace_back(device_faults_reported{hs, x.faults});
+  else
+    return result;
+  if (!cmd.then || !state.registered)
+    return result;
+  // Reference §4.1: new faults start, join or pre-empt a flow. The step
+  // sees the new snapshot, as it would once the snapshot is applied (the
+  // snapshot event changes no part of the machine's state).
+  auto [name, fresh] = fault_center_input(state.rec, state.spec, state.init,
+                                          state.device_faults, x.faults, hs,
+                                          state.ranks.get());
+  if (name == ev::none)
+    return result;
+  auto in = *cmd.then;
+  in.name = name;
+  in.faults = std::move(fresh);
+  auto e = decide_step(state, in, cmd.waits, x.faults);
+  // A step the machine refuses leaves the snapshot recorded on its own.
+  if (e && *e)
+    result.events.emplace_back(std::move(**e));
   return result;
 }
 
@@ -464,23 +505,12 @@ expected<decision> decide(const job_model& state, const command& cmd) {
         if (!state.registered)
           return fail(errc::not_registered,
                       "jobId=" + state.spec.job_id + " not registed");
-        auto s = step(state.rec, state.spec, state.init, x.in, x.waits,
-                      state.device_faults, state.ranks.get());
-        if (!s)
-          return s.error();
-        flow_stepped e;
-        static_cast<step_output&>(e) = std::move(*s);
-        e.input = std::move(s->input);
-        e.change = diff(state.rec, std::move(s->after));
         decision result;
-        // A step that changes nothing (e.g. a pod change nobody waits for)
-        // is not worth an event.
-        if (e.path.size() > 1 || !e.change.empty() || !e.side_signals.empty()
-            || !e.annotations.empty() || !e.removed_annotations.empty()
-            || e.input.delivered || !e.om_messages.empty()
-            || e.input.name == ev::fault_absorbed
-            || e.input.name == ev::node_health_cleared)
-          result.events.emplace_back(std::move(e));
+        auto e = decide_step(state, x.in, x.waits, state.device_faults);
+        if (!e)
+          return e.error();
+        if (*e)
+          result.events.emplace_back(std::move(**e));
         return result;
       },
       [&](const detach_cmd& x) -> expected<decision> {

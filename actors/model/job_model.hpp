@@ -5,6 +5,7 @@
 /// actor stamps time and sequence numbers on the events `decide` returns.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -114,6 +115,13 @@ struct annotate_cmd {
 /// Platform.ReportDeviceFaults for this job.
 struct faults_cmd {
   job_device_faults faults;
+  /// When set (a registered job): the stamps (time, fresh uuid) of the
+  /// flow step the new snapshot causes (reference §4.1: start, join or
+  /// pre-empt a flow), decided with it so that both events go into one
+  /// append; unset: the snapshot alone.
+  std::optional<flow_input> then = std::nullopt;
+  /// The waits of that flow step.
+  timeouts waits = {};
 };
 
 /// Recover.Init.

@@ -334,6 +334,59 @@ TEST_CASE("device faults: validated against the topology, deduplicated") {
   CHECK_FALSE(decide(m, faults_cmd{{"j", "Healthy", {{"n0", "1", {}, ""}}}}));
 }
 
+TEST_CASE("device faults: the snapshot and the flow step it causes are one "
+          "decision, the same as two") {
+  auto m = registered_job();
+  const auto& node = m.spec.pods.front().node_name;
+  const auto& dev = m.spec.pods.front().devices.front().device_id;
+  job_device_faults f{"j", "UnHealthy", {{node, dev, {"80E01801"}, "L"}}};
+  flow_input stamps;
+  stamps.now_ms = 1000;
+  stamps.fresh_uuid = "u-1";
+  auto fold_all = [](job_model x, std::vector<event_body>& bodies) {
+    for (auto& body : bodies) {
+      auto seq = x.seq + 1;
+      x = apply(std::move(x), event{seq, 1000, std::move(body)});
+    }
+    return x;
+  };
+  MESSAGE("without stamps: the snapshot alone");
+  auto alone = decide(m, faults_cmd{f});
+  REQUIRE(alone);
+  REQUIRE(alone->events.size() == 1);
+  MESSAGE("the old way: the snapshot applied, then the step it causes");
+  auto [name, fresh] = fault_center_input(m.rec, m.spec, m.init,
+                                          m.device_faults, f.faults,
+                                          f.health_state);
+  REQUIRE(name != flow_event::none);
+  auto two = fold_all(m, alone->events);
+  auto in = stamps;
+  in.name = name;
+  in.faults = fresh;
+  auto second = decide(two, flow_cmd{in, timeouts{}});
+  REQUIRE(second);
+  REQUIRE(second->events.size() == 1);
+  auto old_path = std::get<flow_stepped>(second->events[0]).path;
+  two = fold_all(std::move(two), second->events);
+  MESSAGE("with stamps: both events in one decision");
+  auto both = decide(m, faults_cmd{f, stamps, timeouts{}});
+  REQUIRE(both);
+  REQUIRE(both->events.size() == 2);
+  CHECK(std::holds_alternative<device_faults_reported>(both->events[0]));
+  REQUIRE(std::holds_alternative<flow_stepped>(both->events[1]));
+  CHECK(std::get<flow_stepped>(both->events[1]).path == old_path);
+  auto one = fold_all(m, both->events);
+  CHECK(one.seq == two.seq);
+  CHECK(one.device_faults.size() == 1);
+  CHECK(one.rec.flow.state == two.rec.flow.state);
+  CHECK(one.rec.flow.uuid == two.rec.flow.uuid);
+  CHECK(one.rec.flow.faults == two.rec.flow.faults);
+  MESSAGE("the same snapshot again: nothing, not even a step");
+  auto again = decide(one, faults_cmd{f, stamps, timeouts{}});
+  REQUIRE(again);
+  CHECK(again->events.empty());
+}
+
 TEST_CASE("apply is pure: the same events give the same state") {
   auto a = registered_job();
   auto b = registered_job();

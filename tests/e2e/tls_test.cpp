@@ -48,7 +48,8 @@ TEST_CASE("e2e tls: recoverctl over mTLS to the control listener, roles "
     + RECOVERD_SOURCE_DIR + "/tools/examples/job.json; echo put=$?; " + ctl
     + " --server $addr" + certs("viewer-1") + " job delete job-7f3a; "
     + "echo delete=$?; " + ctl + " --server $addr" + certs("viewer-1")
-    + " jobs; echo jobs=$?; " + ctl + " --server $addr --ca "
+    + " jobs; echo jobs=$?; " + ctl + " --server $addr" + certs("viewer-1")
+    + " timeline job-7f3a; echo timeline=$?; " + ctl + " --server $addr --ca "
     + pki.file("ca.pem") + " jobs; echo nocert=$?; kill $pid; wait $pid";
   auto [rc, out] = run_command(script);
   INFO(out);
@@ -59,4 +60,8 @@ TEST_CASE("e2e tls: recoverctl over mTLS to the control listener, roles "
   CHECK(out.find("jobs=0") != std::string::npos);
   CHECK(out.find("job-7f3a") != std::string::npos);
   CHECK(out.find("nocert=0") == std::string::npos);
+  MESSAGE("the timeline names who created the job (audit)");
+  CHECK(out.find("timeline=0") != std::string::npos);
+  CHECK(out.find("job created") != std::string::npos);
+  CHECK(out.find("[by platform-1]") != std::string::npos);
 }
