@@ -33,20 +33,14 @@ const wait_option wait_options[] = {
    "any wait for an agent report (stop, strategy, status, results)"},
   {"--notify-timeout", &timeouts::notify,
    "a signal that no subscriber picks up (design 4.3)"},
-  {"--signal-enqueue-timeout", &timeouts::signal_enqueue,
-   "handing a signal to the agent stream"},
   {"--fault-flush-wait", &timeouts::fault_flush,
    "fault flush before the global fault notice"},
   {"--resource-release-wait", &timeouts::resource_release,
    "resource force-release before the normal-fault global notice"},
-  {"--rack-reschedule-wait", &timeouts::rack_reschedule,
-   "rack (ra-block) rescheduling wait, A5 jobs"},
   {"--recover-in-place-wait", &timeouts::recover_in_place,
    "recover-in-place 'fault disappeared?' wait"},
   {"--reschedule-wait", &timeouts::reschedule,
    "pod reschedule wait for recover"},
-  {"--scale-in-resource-wait", &timeouts::scale_in_resource,
-   "scale-in resource check"},
   {"--hccl-convergence-wait", &timeouts::hccl_convergence,
    "HCCL routing convergence before retry"},
   {"--exit-reschedule-wait", &timeouts::exit_reschedule,
@@ -55,16 +49,8 @@ const wait_option wait_options[] = {
    "wait after restarting all processes"},
   {"--job-fallback-wait", &timeouts::job_fallback,
    "job-level fallback: wait for the job to run again"},
-  {"--restart-fault-delay", &timeouts::restart_fault_delay,
-   "delay before the reset clear when restarting the fault process"},
   {"--platform-wait", &timeouts::platform,
    "platform annotation waits (strategy, result fault, rank table)"},
-  {"--hot-switch-pod-wait", &timeouts::hot_switch_pod,
-   "hot switch: wait for the backup pod to run"},
-  {"--pre-exit-wait", &timeouts::pre_exit,
-   "pre-exit: give the state machine time to leave INIT"},
-  {"--new-pod-delay", &timeouts::new_pod_delay,
-   "new-pod origin bookkeeping delay"},
 };
 
 std::string format_millis(millis x) {
@@ -157,7 +143,10 @@ int main(int argc, char** argv) {
                "change is an event in a RocksDB log in the data directory."};
   cli.set_config("--config", "",
                  "read options from this TOML or INI file (keys are the long "
-                 "flag names without dashes, e.g. listen = \"...\")");
+                 "flag names without dashes, e.g. listen = \"...\"); an "
+                 "unknown key or section is an error");
+  cli.allow_config_extras(CLI::config_extras_mode::error);
+  cli.set_version_flag("--version", std::string{"recoverd "} + RECOVERD_VERSION);
   cli.add_option("--listen", opts.listen,
                  "gRPC listen address host:port; port 0 picks a free one")
     ->capture_default_str();
@@ -267,7 +256,31 @@ int main(int argc, char** argv) {
                      + " (duration: 250ms, 5s, 1.5m, 2h, 1d; a bare number "
                        "is seconds)")
       ->capture_default_str();
-  CLI11_PARSE(cli, argc, argv);
+  // Usage errors, typos in --config (an unknown key or section) included,
+  // exit 2 with CLI11's message naming what it could not take.
+  try {
+    cli.parse(argc, argv);
+  } catch (const CLI::Success& e) {
+    return cli.exit(e); // --help, --version
+  } catch (const CLI::ConfigError& e) {
+    // CLI11 says "INI was not able to parse KEY" for TOML files too.
+    std::string what = e.what();
+    const std::string prefix = "INI was not able to parse ";
+    if (what.rfind(prefix, 0) == 0) {
+      auto key = what.substr(prefix.size());
+      // A section opens with the item "NAME.++".
+      if (key.size() > 3 && key.compare(key.size() - 3, 3, ".++") == 0)
+        what = "unknown section [" + key.substr(0, key.size() - 3)
+               + "] (recoverd's keys have no sections)";
+      else
+        what = "unknown key '" + key + "' (keys are the long flag names)";
+    }
+    std::cerr << "recoverd: --config: " << what << "\n";
+    return 2;
+  } catch (const CLI::ParseError& e) {
+    cli.exit(e);
+    return 2;
+  }
 
   if (!configure_logging(log_level, log_format)) {
     std::cerr << "recoverd: bad --log-level or --log-format\n";

@@ -235,10 +235,16 @@ failure validate(const job_spec& spec) {
                "unknown value " + quoted(spec.fault_scheduling)
                  + " (allowed: \"\", grace, force)");
   const auto& sh = spec.sub_healthy_strategy;
-  if (sh != "" && sh != "graceExit" && sh != "ignore" && sh != "hotSwitch")
+  // Refused rather than accepted and never done: a job that counts on hot
+  // switch must learn at once that it will not happen.
+  if (sh == "hotSwitch")
+    return bad("subHealthyStrategy",
+               "hotSwitch is not supported by recoverd (hot switch is not "
+               "implemented); use graceExit or ignore");
+  if (sh != "" && sh != "graceExit" && sh != "ignore")
     return bad("subHealthyStrategy",
                "unknown value " + quoted(sh)
-                 + " (allowed: \"\", graceExit, ignore, hotSwitch)");
+                 + " (allowed: \"\", graceExit, ignore)");
   for (const auto& [key, value] : spec.annotations)
     if (key.empty())
       return bad("annotations", "empty key");

@@ -227,8 +227,14 @@ TEST_CASE("Init answers 0, 403, and keeps the first configuration") {
   CHECK(status.info.find("job(uid=j)") != std::string::npos);
   CHECK(m.seq == before);
   CHECK_FALSE(m.inited);
-  MESSAGE("hot switch alone is enough");
+  MESSAGE("hot switch is refused at PutJob: recoverd does not do it");
   spec.sub_healthy_strategy = "hotSwitch";
+  auto refused = decide(m, put_cmd{spec});
+  REQUIRE_FALSE(refused);
+  CHECK(message_of(to_error(refused.error())).find("hotSwitch is not supported")
+        != std::string::npos);
+  spec.sub_healthy_strategy = "";
+  spec.process_recover_enable = true;
   m = step(m, put_cmd{spec});
   m = step(m, init_cmd{{"j", "taskd", ""}}, &status);
   CHECK(status.code == 0);

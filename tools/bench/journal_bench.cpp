@@ -180,6 +180,7 @@ double run_bare(const options& opts, const std::string& path,
 int main(int argc, char** argv) {
   options opts;
   CLI::App cli{"journal_bench: journal group commit vs bare RocksDB"};
+  cli.set_version_flag("--version", std::string{"journal_bench "} + RECOVERD_VERSION);
   cli.add_option("--writers", opts.writers, "concurrent job-like writers")
     ->capture_default_str();
   cli.add_option("--records", opts.records, "records per round")

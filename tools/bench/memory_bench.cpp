@@ -284,6 +284,7 @@ int main(int argc, char** argv) {
   double settle_s = 6;
   CLI::App cli{"memory_bench: resident memory per idle job with its agent "
                "initialised, registered and subscribed"};
+  cli.set_version_flag("--version", std::string{"memory_bench "} + RECOVERD_VERSION);
   cli.add_option("--jobs", jobs, "jobs (16 ranks each)")->capture_default_str();
   cli.add_option("--channels", channels,
                  "client channels (TCP connections) the streams share")

@@ -137,6 +137,7 @@ int main(int argc, char** argv) {
   bool no_sync = false;
   bool secure = false;
   CLI::App cli{"recovery_bench: fault->stop latency and recovery cycles/s"};
+  cli.set_version_flag("--version", std::string{"recovery_bench "} + RECOVERD_VERSION);
   cli.add_option("--jobs", jobs, "subscribed jobs")->capture_default_str();
   cli.add_option("--samples", samples, "latency samples")->capture_default_str();
   cli.add_option("--concurrency", concurrency, "jobs cycling at once")

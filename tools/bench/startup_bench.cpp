@@ -562,6 +562,7 @@ int main(int argc, char** argv) {
   options opts;
   CLI::App cli{"startup_bench: restart time and memory per job vs a bare "
                "RocksDB scan"};
+  cli.set_version_flag("--version", std::string{"startup_bench "} + RECOVERD_VERSION);
   cli.add_option("--jobs", opts.jobs, "jobs")->capture_default_str();
   cli.add_option("--events", opts.events, "events over all jobs")
     ->capture_default_str();

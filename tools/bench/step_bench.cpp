@@ -285,6 +285,7 @@ int main(int argc, char** argv) {
   size_t max_samples = 2000;
   CLI::App cli{"step_bench: CPU time and event bytes of one step of the pure "
                "core, small job vs large job"};
+  cli.set_version_flag("--version", std::string{"step_bench "} + RECOVERD_VERSION);
   cli.add_option("--small", small, "ranks of the small job (the baseline)")
     ->capture_default_str();
   cli.add_option("--large", large, "ranks of the large job")

@@ -181,6 +181,7 @@ int main(int argc, char** argv) {
   bool no_sync = false;
   CLI::App cli{"storm_bench: one ReportDeviceFaults faulting every job -> "
                "all stopped, all recovered"};
+  cli.set_version_flag("--version", std::string{"storm_bench "} + RECOVERD_VERSION);
   cli.add_option("--jobs", jobs, "jobs, each with a subscribed process "
                                  "manager")
     ->capture_default_str();

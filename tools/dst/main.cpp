@@ -65,6 +65,7 @@ int main(int argc, char** argv) {
   bool trace = false;
   bool actor = false;
   CLI::App cli{"dst: deterministic simulation of the recoverd job model"};
+  cli.set_version_flag("--version", std::string{"dst "} + RECOVERD_VERSION);
   cli.add_flag("--actor", actor,
                "drive the job actor (registry, journal, event log under the "
                "deterministic test coordinator) instead of the pure model");

@@ -75,7 +75,7 @@ job_setup make_setup(uint64_t seed) {
   spec.fault_scheduling = r.pick(std::array<const char*, 4>{"", "", "grace",
                                                             "force"});
   spec.sub_healthy_strategy = r.pick(
-    std::array<const char*, 5>{"", "", "graceExit", "ignore", "hotSwitch"});
+    std::array<const char*, 4>{"", "", "graceExit", "ignore"});
   int pods = 2 + static_cast<int>(r.below(2));
   result.devices = 2 + static_cast<int>(r.below(3));
   int32_t super_pod = r.one_in(6) ? -1 : 0;

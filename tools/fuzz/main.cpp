@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   CLI::App cli{"recoverd-fuzz: mutates the corpus in tests/fuzz/corpus "
                "against the event decoder, every unary RPC and the HTTP "
                "router"};
+  cli.set_version_flag("--version", std::string{"recoverd-fuzz "} + RECOVERD_VERSION);
   options opts;
   opts.corpus = RECOVERD_CORPUS_DIR;
   std::string write_events;

@@ -858,6 +858,7 @@ int main(int argc, char** argv) {
   CLI::App cli{"recoverctl: operate a recoverd daemon.\n"
                "Exit codes: 0 ok, 1 refused by recoverd, 2 bad usage or "
                "input, 3 recoverd unreachable."};
+  cli.set_version_flag("--version", std::string{"recoverctl "} + RECOVERD_VERSION);
   cli.require_subcommand(1);
   // Every command takes --server, --timeout and --output, before or after
   // its name (added to each command once all exist, below).

@@ -59,6 +59,7 @@ int main(int argc, char** argv) {
                "job with realistic callback delays), injects scenarios and "
                "checks each outcome.\nExit codes: 0 every outcome as expected, "
                "1 some outcome was not, 2 bad usage, 3 recoverd unreachable."};
+  cli.set_version_flag("--version", std::string{"recoverd-sim "} + RECOVERD_VERSION);
   auto* server = cli.add_option("--server", opts.server,
                                 "an existing recoverd, host:port");
   auto* spawn = cli.add_flag("--spawn-daemon", opts.spawn_daemon,

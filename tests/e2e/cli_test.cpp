@@ -1,0 +1,83 @@
+// The command lines of the real binaries: --version everywhere, the waits
+// that exist and only those, and a strict --config.
+
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "fixtures/process.hpp"
+#include "fixtures/temp_dir.hpp"
+
+using namespace recoverd::test;
+
+namespace {
+
+std::string build_dir() {
+  return std::filesystem::path{RECOVERD_BIN}.parent_path().string();
+}
+
+} // namespace
+
+TEST_CASE("e2e cli: every binary answers --version") {
+  for (const char* name :
+       {"recoverd", "recoverctl", "recoverd-sim", "dst", "recoverd-fuzz",
+        "recovery_bench", "storm_bench", "startup_bench", "step_bench",
+        "memory_bench", "journal_bench"}) {
+    auto bin = build_dir() + "/" + name;
+    REQUIRE_MESSAGE(std::filesystem::exists(bin), bin);
+    auto [rc, out] = run_command(bin + " --version");
+    INFO(name << ": " << out);
+    CHECK(rc == 0);
+    CHECK(out.find(std::string{name} + " " + RECOVERD_VERSION)
+          != std::string::npos);
+  }
+}
+
+TEST_CASE("e2e cli: the waits recoverd does not implement are gone") {
+  auto [rc, help] = run_command(std::string{RECOVERD_BIN} + " --help");
+  REQUIRE(rc == 0);
+  for (const char* gone :
+       {"--signal-enqueue-timeout", "--rack-reschedule-wait",
+        "--scale-in-resource-wait", "--restart-fault-delay",
+        "--hot-switch-pod-wait", "--pre-exit-wait", "--new-pod-delay"}) {
+    CHECK_MESSAGE(help.find(gone) == std::string::npos, gone);
+    auto [bad_rc, bad_out] = run_command(std::string{RECOVERD_BIN} + " "
+                                         + gone + " 1s");
+    CHECK(bad_rc == 2);
+    CHECK(bad_out.find(gone) != std::string::npos);
+  }
+  for (const char* kept :
+       {"--keepalive-interval", "--report-timeout", "--notify-timeout",
+        "--fault-flush-wait", "--resource-release-wait",
+        "--recover-in-place-wait", "--reschedule-wait",
+        "--hccl-convergence-wait", "--exit-reschedule-wait",
+        "--restart-all-wait", "--job-fallback-wait", "--platform-wait"})
+    CHECK_MESSAGE(help.find(kept) != std::string::npos, kept);
+}
+
+TEST_CASE("e2e cli: --config refuses unknown keys and sections, naming them") {
+  temp_dir dir;
+  auto run_with = [&](const std::string& text) {
+    std::ofstream{dir / "recoverd.toml"} << text;
+    return run_command("exec 2>&1; " + std::string{RECOVERD_BIN}
+                       + " --config "
+                       + (dir / "recoverd.toml") + " --data-dir "
+                       + (dir / "db") + " --listen 127.0.0.1:0 --http-listen "
+                       + "off --log-level warn & pid=$!; sleep 1; "
+                       + "kill $pid 2>/dev/null; wait $pid");
+  };
+  MESSAGE("a typo in a key");
+  auto [typo_rc, typo_out] = run_with("report-timout = \"5s\"\n");
+  CHECK(typo_rc == 2);
+  CHECK(typo_out.find("unknown key 'report-timout'") != std::string::npos);
+  MESSAGE("a section recoverd does not have");
+  auto [sec_rc, sec_out] = run_with("[journal]\nsync = \"batch\"\n");
+  CHECK(sec_rc == 2);
+  CHECK(sec_out.find("journal") != std::string::npos);
+  MESSAGE("known keys are taken: the daemon runs until it is stopped");
+  auto [ok_rc, ok_out] = run_with("report-timeout = \"5s\"\nsync = \"batch\"\n");
+  INFO(ok_out);
+  CHECK(ok_rc == 0);
+}
