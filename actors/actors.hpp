@@ -107,7 +107,10 @@ using journal_actor = caf::typed_actor<
   // Periodic WAL sync under the batch policy (self-sent).
   caf::reacts_to<sync_atom>,
   // The next step of the oldest purge (self-sent).
-  caf::reacts_to<purgestep_atom>>
+  caf::reacts_to<purgestep_atom>,
+  // After a failed write: try the log again (self-sent until it works, so
+  // that health recovers without waiting for an append).
+  caf::reacts_to<resume_atom>>
   ::extend_with<status_client_actor>;
 
 /// A JOB: one per job. Owns the job's state (the fold of its events), its

@@ -77,6 +77,8 @@ using purge_atom = caf::atom_constant<caf::atom("purge")>;
 using purgestep_atom = caf::atom_constant<caf::atom("purgestep")>;
 /// Registry: look for deleted jobs past their retention (self-sent timer).
 using sweep_atom = caf::atom_constant<caf::atom("sweep")>;
+/// Journal: try the log again after a failed write (self-sent timer).
+using resume_atom = caf::atom_constant<caf::atom("resume")>;
 /// Component status (introspection).
 using status_atom = caf::atom_constant<caf::atom("status")>;
 

@@ -62,6 +62,9 @@ struct journal_config {
   /// After a failed write, how long the journal refuses before it asks the
   /// log to resume (a transient failure must not stop it for good).
   millis retry_interval{500};
+  /// Told `false` when writes start failing and `true` when they work
+  /// again (readiness, gRPC health); called on the journal's thread.
+  std::function<void(bool)> on_health = nullptr;
 };
 
 /// Wall clock in Unix milliseconds.

@@ -54,6 +54,11 @@ caf::error prepare_step(self_ptr self, journal_state::pending_purge& p) {
 // Records a failed write: later appends are refused until `writable`.
 void fail(self_ptr self, caf::error err) {
   auto& st = self->state;
+  if (!st.failure) {
+    if (st.cfg.on_health)
+      st.cfg.on_health(false);
+    self->delayed_send(self, st.cfg.retry_interval, resume_atom::value);
+  }
   st.failure = std::move(err);
   st.stats.failure = message_of(st.failure);
   st.retry_at = std::chrono::steady_clock::now() + st.cfg.retry_interval;
@@ -79,6 +84,8 @@ bool writable(self_ptr self) {
     return false;
   }
   ES_INFO("journal writes again (the failure was: {})", st.stats.failure);
+  if (st.cfg.on_health)
+    st.cfg.on_health(true);
   st.failure = caf::none;
   st.stats.failure.clear();
   st.stats.resumed += 1;
@@ -294,6 +301,11 @@ journal(journal_actor::stateful_pointer<journal_state> self,
                            older_than_ms);
     },
     [=](purgestep_atom) { purge_step(self); },
+    [=](resume_atom) {
+      auto& st = self->state;
+      if (st.failure && !writable(self))
+        self->delayed_send(self, st.cfg.retry_interval, resume_atom::value);
+    },
     [=](status_atom) { return self->state.stats; },
     [=](status_atom, status_verbosity v) { return status_of(self->state, v); },
     [=](watch_atom, event_hub_actor& hub, watcher_gauge& watching) {

@@ -168,9 +168,15 @@ caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
   // idle worker now waits on the condition variable right after polling.
   self->cfg_->set("work-stealing.moderate-poll-attempts", size_t{0});
   self->sys_ = std::make_unique<caf::actor_system>(*self->cfg_);
-  // The journal blocks in fsync: it gets its own thread.
-  self->journal_ = self->sys_->spawn<caf::detached>(recoverd::journal, self->log_.get(),
-                                                    opts.journal);
+  // The journal blocks in fsync: it gets its own thread. Its failures make
+  // the daemon unready (gRPC health NOT_SERVING, /readyz 503).
+  auto journal_cfg = opts.journal;
+  journal_cfg.on_health = [raw = self.get()](bool ok) {
+    raw->journal_ok_ = ok;
+    raw->update_health();
+  };
+  self->journal_ = self->sys_->spawn<caf::detached>(
+    recoverd::journal, self->log_.get(), journal_cfg);
   self->registry_ = self->sys_->spawn(job_registry, opts.registry,
                                       self->journal_, std::move(jobs),
                                       std::move(replayed->deleted),
@@ -259,6 +265,8 @@ caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
     }
     self->control_port_ = self->control_listener_->port();
   }
+  // NOT_SERVING until the jobs are there.
+  self->update_health();
   // The registry spawns the jobs before it takes its first message: once it
   // answers, every job can be served.
   {
@@ -268,6 +276,8 @@ caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
       .receive([](const job_status&) {}, [](const caf::error&) {});
   }
   self->replayed_.ready_millis = since(t0);
+  self->serving_ = true;
+  self->update_health();
   const auto& r = self->replayed_;
   ES_INFO("recoverd replayed {} jobs ({} from snapshots, {} deleted) and {} "
           "events from {} in {:.1f} ms, discarded {} torn records "
@@ -302,6 +312,8 @@ caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
     self->http_ = std::make_unique<http_gateway>(
       *self->inspect_api_, *self->metrics_, buffer, opts.http_request_timeout);
     self->http_->set_access(ui_access);
+    self->http_->set_readiness(
+      [raw = self.get()] { return raw->unready_reason(); });
     auto tls = make_ssl_context(opts.http_tls);
     if (!tls) {
       self->stop();
@@ -318,6 +330,23 @@ caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
 
 app::~app() {
   stop();
+}
+
+void app::update_health() {
+  std::lock_guard<std::mutex> guard{health_mtx_};
+  bool up = serving_ && journal_ok_;
+  for (auto* x : {server_.get(), control_server_.get()})
+    if (x != nullptr)
+      if (auto* health = x->GetHealthCheckService())
+        health->SetServingStatus(up);
+}
+
+std::string app::unready_reason() const {
+  if (!serving_)
+    return "starting or stopping";
+  if (!journal_ok_)
+    return "the event log cannot be written (see recoverctl status)";
+  return {};
 }
 
 connection_figures app::connections() const {
@@ -399,8 +428,12 @@ void app::stop() {
                            message_of(err));
                  });
   }
-  control_server_.reset();
-  server_.reset();
+  {
+    std::lock_guard<std::mutex> guard{health_mtx_};
+    serving_ = false;
+    control_server_.reset();
+    server_.reset();
+  }
   http_.reset();
   listener_.reset();
   control_listener_.reset();

@@ -6,6 +6,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <atomic>
+#include <mutex>
 #include <memory>
 #include <string>
 
@@ -158,6 +160,10 @@ public:
   /// own caps).
   connection_figures connections() const;
 
+  /// Empty when the daemon is ready to serve (start-up done, the journal
+  /// writes); otherwise why not (for `/readyz`).
+  std::string unready_reason() const;
+
   /// The rate limiter of every listener.
   const rate_limiter& limiter() const {
     return *limiter_;
@@ -201,6 +207,13 @@ private:
   int control_port_ = 0;
   replay_stats replayed_;
   bool stopped_ = false;
+  // Sets the gRPC health status of both listeners from readiness.
+  void update_health();
+  // Readiness: serving once start-up is done, while the journal writes.
+  std::atomic<bool> serving_{false};
+  std::atomic<bool> journal_ok_{true};
+  // Guards the servers' health status against their reset in `stop`.
+  std::mutex health_mtx_;
 };
 
 /// Parses a duration such as "5s", "250ms", "1.5s", "15m", "2h", "30d" or a

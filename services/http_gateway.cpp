@@ -255,7 +255,7 @@ bool parse_time(const std::string& text, int64_t& out) {
 // labels whatever the client sends ("other" for anything not served).
 std::string route_of(const std::string& path) {
   if (path == "/metrics" || path == "/api/v1/jobs" || path == "/api/v1/watch"
-      || path == "/api/v1/status")
+      || path == "/api/v1/status" || path == "/healthz" || path == "/readyz")
     return path;
   const std::string prefix = "/api/v1/jobs/";
   if (path.rfind(prefix, 0) != 0)
@@ -290,6 +290,7 @@ struct http_gateway::impl {
   const inspect_api& api;
   request_metrics& metrics;
   access_settings access;
+  std::function<std::string()> readiness;
   size_t buffer;
   guarded_http_server svr;
   std::thread thread;
@@ -497,6 +498,21 @@ struct http_gateway::impl {
             [this](const httplib::Request& req, httplib::Response& res) {
               watch(req, res);
             });
+    // Liveness: the process answers HTTP.
+    svr.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
+      res.set_content("ok\n", "text/plain");
+    });
+    // Readiness: start-up done and the event log writes (a Kubernetes
+    // Service sends agents only to a ready daemon).
+    svr.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
+      auto why = readiness ? readiness() : std::string{};
+      if (why.empty()) {
+        res.set_content("ready\n", "text/plain");
+        return;
+      }
+      res.status = 503;
+      res.set_content("not ready: " + why + "\n", "text/plain");
+    });
     svr.Get("/metrics", [this](const httplib::Request&,
                                httplib::Response& res) {
       using result = caf::expected<cluster_stats>;
@@ -520,6 +536,9 @@ struct http_gateway::impl {
         send_error(res, st);
         return httplib::Server::HandlerResponse::Handled;
       }
+      // Probes carry no credentials and answer nothing about jobs.
+      if (req.path == "/healthz" || req.path == "/readyz")
+        return httplib::Server::HandlerResponse::Unhandled;
       // The one access check of the HTTP port: a verified client
       // certificate (HTTPS), else a token.
       caller_credentials caller;
@@ -612,6 +631,10 @@ http_gateway::~http_gateway() {
 
 void http_gateway::set_access(access_settings access) {
   impl_->access = std::move(access);
+}
+
+void http_gateway::set_readiness(std::function<std::string()> f) {
+  impl_->readiness = std::move(f);
 }
 
 void http_gateway::set_tls(ssl_context_ptr ctx) {

@@ -25,6 +25,7 @@
 /// indents JSON answers.
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -57,6 +58,10 @@ public:
   /// `Authorization: Bearer <token>`. Call
   /// before `start`; by default access control is off.
   void set_access(access_settings access);
+
+  /// Where `/readyz` learns readiness: empty when ready, else why not.
+  /// Call before `start`; unset: ready whenever the port answers.
+  void set_readiness(std::function<std::string()> f);
 
   /// Serves HTTPS with `ctx` (`make_ssl_context`); a client certificate the
   /// handshake verified identifies the caller as on the gRPC listeners.

@@ -5,8 +5,11 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
+#include <mutex>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -20,6 +23,10 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+#include <httplib.h>
 
 #include "fixtures/process.hpp"
 #include "fixtures/temp_dir.hpp"
@@ -65,8 +72,11 @@ std::string start(std::unique_ptr<child_process>& proc, const temp_dir& dir,
                   const std::string& data, const std::string& listen,
                   std::vector<std::string> prefix = {},
                   std::vector<std::string> extra = {}) {
-  std::vector<std::string> args{"--listen",      listen, "--data-dir",
-                                data,            "--http-listen", "off"};
+  std::vector<std::string> args{"--listen", listen, "--data-dir", data};
+  if (std::find(extra.begin(), extra.end(), "--http-listen") == extra.end()) {
+    args.emplace_back("--http-listen");
+    args.emplace_back("off");
+  }
   args.insert(args.end(), extra.begin(), extra.end());
   auto bin = daemon_bin;
   if (!prefix.empty()) {
@@ -78,6 +88,55 @@ std::string start(std::unique_ptr<child_process>& proc, const temp_dir& dir,
   }
   proc = std::make_unique<child_process>(bin, args, dir / "daemon.log");
   return proc->read_line_after("recoverd: listening on ");
+}
+
+// The HTTP status of GET `path` on `http` ("host:port"); -1 without answer.
+int http_status(const std::string& http, const std::string& path) {
+  auto colon = http.rfind(':');
+  httplib::Client c{http.substr(0, colon), std::stoi(http.substr(colon + 1))};
+  c.set_read_timeout(5);
+  auto res = c.Get(path.c_str());
+  return res ? res->status : -1;
+}
+
+// The daemon's grpc.health.v1 status for the whole server ("SERVING",
+// "NOT_SERVING", or the failed call's message), through a generic call: the
+// response is one enum field, so its bytes are read directly.
+std::string grpc_health(const std::string& address) {
+  auto channel = grpc::CreateChannel(address,
+                                     grpc::InsecureChannelCredentials());
+  grpc::GenericStub stub{channel};
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 5s);
+  grpc::ByteBuffer request; // an empty HealthCheckRequest: service ""
+  grpc::Slice empty{std::string{}};
+  request = grpc::ByteBuffer{&empty, 1};
+  grpc::ByteBuffer response;
+  std::mutex mtx;
+  std::condition_variable cv;
+  bool done = false;
+  grpc::Status status;
+  stub.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions{},
+                 &request, &response, [&](grpc::Status st) {
+                   std::lock_guard<std::mutex> guard{mtx};
+                   status = std::move(st);
+                   done = true;
+                   cv.notify_one();
+                 });
+  std::unique_lock<std::mutex> guard{mtx};
+  cv.wait(guard, [&] { return done; });
+  if (!status.ok())
+    return status.error_message();
+  std::vector<grpc::Slice> slices;
+  (void) response.Dump(&slices);
+  std::string bytes;
+  for (const auto& s : slices)
+    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  // Field 1, varint: 0x08 then 1 (SERVING) or 2 (NOT_SERVING).
+  if (bytes.size() == 2 && bytes[0] == 0x08)
+    return bytes[1] == 1 ? "SERVING" : bytes[1] == 2 ? "NOT_SERVING"
+                                                       : "UNKNOWN";
+  return "unparsed response";
 }
 
 // A small tmpfs mounted for the life of the test (needs CAP_SYS_ADMIN).
@@ -132,8 +191,14 @@ TEST_CASE("e2e: a full disk makes changes UNAVAILABLE with the reason, "
   // reserve must be small here.
   const std::vector<std::string> reserve{"--min-free-space", "2m"};
   std::unique_ptr<child_process> proc;
-  auto address = start(proc, dir, data, "127.0.0.1:0", {}, reserve);
+  auto with_http = reserve;
+  with_http.insert(with_http.end(), {"--http-listen", "127.0.0.1:0"});
+  auto address = start(proc, dir, data, "127.0.0.1:0", {}, with_http);
   REQUIRE_FALSE(address.empty());
+  auto http = proc->read_line_after("recoverd: http on ");
+  REQUIRE_FALSE(http.empty());
+  CHECK(http_status(http, "/readyz") == 200);
+  CHECK(grpc_health(address) == "SERVING");
   std::vector<std::string> acknowledged;
   auto put_ok = [&](const std::string& id) {
     auto [rc, out] = put(dir, address, id, 50);
@@ -159,6 +224,10 @@ TEST_CASE("e2e: a full disk makes changes UNAVAILABLE with the reason, "
                                    + " status");
   CHECK(src == 1); // unhealthy: the journal refuses appends
   CHECK_MESSAGE(status.find("No space left") != std::string::npos, status);
+  MESSAGE("not ready while the log cannot be written; alive all the same");
+  CHECK(http_status(http, "/readyz") == 503);
+  CHECK(http_status(http, "/healthz") == 200);
+  CHECK(grpc_health(address) == "NOT_SERVING");
   MESSAGE("free the disk: the daemon writes again without a restart");
   ::unlink((disk.path + "/filler").c_str());
   bool resumed = false;
@@ -169,6 +238,8 @@ TEST_CASE("e2e: a full disk makes changes UNAVAILABLE with the reason, "
   }
   REQUIRE_MESSAGE(resumed, read_file(dir / "daemon.log"));
   acknowledged.push_back("after");
+  CHECK(http_status(http, "/readyz") == 200);
+  CHECK(grpc_health(address) == "SERVING");
   put_ok("after-2");
   MESSAGE("full again, then a restart while full: a clear refusal, no abort");
   fill(disk.path + "/filler");

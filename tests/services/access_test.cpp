@@ -382,6 +382,14 @@ TEST_CASE("access control: the unmodified plaintext agent path") {
   auto wrong = http.Get("/api/v1/jobs", {{"Authorization", "Bearer nope"}});
   REQUIRE(wrong);
   CHECK(wrong->status == 401);
+  MESSAGE("probes need no credentials");
+  auto live = http.Get("/healthz");
+  REQUIRE(live);
+  CHECK(live->status == 200);
+  auto ready = http.Get("/readyz");
+  REQUIRE(ready);
+  CHECK(ready->status == 200);
+  CHECK(daemon.unready_reason().empty());
   daemon.stop();
 }
 
