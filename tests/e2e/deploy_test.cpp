@@ -1,0 +1,42 @@
+// The deploy files (Dockerfile, Kubernetes manifests, systemd unit, example
+// configuration) checked against the daemon, and `meson install`.
+
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "fixtures/process.hpp"
+#include "fixtures/temp_dir.hpp"
+
+using namespace recoverd::test;
+
+TEST_CASE("e2e deploy: the deploy files agree with the daemon's flags, ports "
+          "and probes") {
+  // Neither docker nor a Kubernetes API server runs here: the files are
+  // parsed and compared (tests/deploy/check_deploy.py says what).
+  auto [rc, out] = run_command(std::string{"/usr/bin/python3 "}
+                               + RECOVERD_SOURCE_DIR
+                               + "/tests/deploy/check_deploy.py "
+                               + RECOVERD_SOURCE_DIR + " " + RECOVERD_BIN);
+  INFO(out);
+  CHECK(rc == 0);
+  CHECK(out.find("check_deploy: 0 failed checks") != std::string::npos);
+}
+
+TEST_CASE("e2e deploy: meson install puts the binaries in place") {
+  temp_dir dir;
+  auto build = std::filesystem::path{RECOVERD_BIN}.parent_path().string();
+  auto [rc, out] = run_command("meson install -C " + build
+                               + " --no-rebuild --quiet --destdir "
+                               + (dir / "root"));
+  INFO(out);
+  REQUIRE(rc == 0);
+  for (const char* bin : {"recoverd", "recoverctl", "recoverd-sim"}) {
+    auto path = (dir / "root") + "/usr/local/bin/" + bin;
+    CHECK_MESSAGE(std::filesystem::exists(path), path);
+    auto [vrc, version] = run_command(path + " --version");
+    CHECK(vrc == 0);
+    CHECK(version.find(RECOVERD_VERSION) != std::string::npos);
+  }
+}
