@@ -129,9 +129,12 @@ using job_actor = caf::typed_actor<
   caf::replies_to<get_atom, summary_atom>::with<job_summary>,
   // Inspect: the folded state and the open streams.
   caf::replies_to<get_atom, inspect_atom>::with<job_inspection>,
-  // SetAnnotations (set, remove, by).
+  // SetAnnotations (set, remove, by), and with the sequence number the
+  // caller expects the job at (0: any).
   caf::replies_to<annotate_atom, string_map, std::vector<std::string>,
                   std::string>::with<annotations_view>,
+  caf::replies_to<annotate_atom, string_map, std::vector<std::string>,
+                  std::string, uint64_t>::with<annotations_view>,
   // GetAnnotations.
   caf::replies_to<get_atom, annots_atom>::with<annotations_view>,
   // WatchAnnotations: pushes the current view, then every change.
@@ -192,6 +195,9 @@ using job_registry_actor = caf::typed_actor<
   caf::replies_to<inspect_atom, list_atom>::with<std::vector<job_inspection>>,
   caf::replies_to<annotate_atom, std::string, string_map,
                   std::vector<std::string>, std::string>::with<annotations_view>,
+  caf::replies_to<annotate_atom, std::string, string_map,
+                  std::vector<std::string>, std::string,
+                  uint64_t>::with<annotations_view>,
   caf::replies_to<get_atom, annots_atom, std::string>::with<annotations_view>,
   caf::replies_to<watch_atom, std::string, annotations_sink_ptr>::with<ok_atom>,
   caf::replies_to<faults_atom, job_device_faults>::with<ok_atom>,

@@ -125,6 +125,16 @@ caf::result<put_result> put_job(self_ptr self, job_spec spec, std::string by) {
     });
 }
 
+// SetAnnotations.
+caf::result<annotations_view> annotate(self_ptr self, annotate_cmd cmd) {
+  if (!self->state.model.exists)
+    return unknown(self->state.model);
+  self->state.caller = cmd.by;
+  return handle<annotations_view>(self, std::move(cmd), [=](const biz_status&) {
+    return to_annotations_view(self->state.model);
+  });
+}
+
 // DeleteJob by `by`.
 caf::result<uint64_t> remove_job(self_ptr self, std::string by) {
   auto& st = self->state;
@@ -305,14 +315,12 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
     },
     [=](annotate_atom, string_map& set, std::vector<std::string>& remove,
         std::string& by) -> caf::result<annotations_view> {
-      if (!self->state.model.exists)
-        return unknown(self->state.model);
-      self->state.caller = by;
-      return handle<annotations_view>(
-        self, annotate_cmd{std::move(set), std::move(remove), std::move(by)},
-        [=](const biz_status&) {
-          return to_annotations_view(self->state.model);
-        });
+      return annotate(self, {std::move(set), std::move(remove), std::move(by)});
+    },
+    [=](annotate_atom, string_map& set, std::vector<std::string>& remove,
+        std::string& by, uint64_t expected_seq) -> caf::result<annotations_view> {
+      return annotate(self, {std::move(set), std::move(remove), std::move(by),
+                             expected_seq});
     },
     [=](get_atom, annots_atom) -> caf::result<annotations_view> {
       if (!self->state.model.exists)

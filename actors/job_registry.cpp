@@ -436,6 +436,14 @@ job_registry(job_registry_actor::stateful_pointer<job_registry_state> self,
                               std::move(remove), std::move(by));
       return unknown_job(id);
     },
+    [=](annotate_atom, std::string& id, string_map& set,
+        std::vector<std::string>& remove, std::string& by,
+        uint64_t expected_seq) -> caf::result<annotations_view> {
+      if (auto* hdl = find(self, id))
+        return self->delegate(*hdl, annotate_atom::value, std::move(set),
+                              std::move(remove), std::move(by), expected_seq);
+      return unknown_job(id);
+    },
     [=](get_atom, annots_atom,
         std::string& id) -> caf::result<annotations_view> {
       if (auto* hdl = find(self, id))

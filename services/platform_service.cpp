@@ -199,7 +199,8 @@ platform_service::SetAnnotations(grpc::CallbackServerContext* ctx,
     annotate_atom::value, req->jobid(),
     string_map{req->set().begin(), req->set().end()},
     convert::to_vector(req->remove()),
-    who->name.empty() ? std::string{"platform"} : who->name);
+    who->name.empty() ? std::string{"platform"} : who->name,
+    static_cast<uint64_t>(req->expectedseq()));
   return reactor;
 }
 

@@ -42,6 +42,8 @@ grpc::Status to_grpc_status(const caf::error& err) {
         return {grpc::StatusCode::UNAUTHENTICATED, msg};
       case errc::permission_denied:
         return {grpc::StatusCode::PERMISSION_DENIED, msg};
+      case errc::conflict:
+        return {grpc::StatusCode::ABORTED, msg};
     }
   }
   if (err == caf::sec::request_timeout)
@@ -63,6 +65,7 @@ int to_http_status(grpc::StatusCode code) {
     case grpc::StatusCode::NOT_FOUND:
       return 404;
     case grpc::StatusCode::FAILED_PRECONDITION:
+    case grpc::StatusCode::ABORTED:
       return 409;
     case grpc::StatusCode::RESOURCE_EXHAUSTED:
       return 429;

@@ -16,6 +16,7 @@ const char* to_string(errc x) {
     case errc::history_purged: return "history_purged";
     case errc::unauthenticated: return "unauthenticated";
     case errc::permission_denied: return "permission_denied";
+    case errc::conflict: return "conflict";
   }
   return "unknown";
 }

@@ -42,6 +42,9 @@ enum class errc : uint8_t {
   /// The caller's role may not call this RPC, for this job, or on this
   /// listener.
   permission_denied,
+  /// The caller expected the job at another sequence number: someone else
+  /// changed it since the caller read it.
+  conflict,
 };
 
 /// Name of an error code, e.g. "invalid_argument".

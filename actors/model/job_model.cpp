@@ -344,6 +344,12 @@ expected<decision> decide_put(const job_model& state, const put_cmd& cmd) {
 
 expected<decision> decide_annotate(const job_model& state,
                                    const annotate_cmd& cmd) {
+  if (cmd.expected_seq != 0 && cmd.expected_seq != state.seq)
+    return fail(errc::conflict,
+                "job " + state.spec.job_id + " is at sequence number "
+                  + std::to_string(state.seq) + ", not the expected "
+                  + std::to_string(cmd.expected_seq)
+                  + ": it changed since it was read; read it again");
   for (const auto& [key, value] : cmd.set)
     if (key.empty())
       return bad("set", "empty annotation key");

@@ -110,6 +110,9 @@ struct annotate_cmd {
   string_map set;
   std::vector<std::string> remove;
   std::string by = "platform";
+  /// When not 0: the change is made only if the job's last sequence number
+  /// is this one (optimistic concurrency between writers).
+  uint64_t expected_seq = 0;
 };
 
 /// Platform.ReportDeviceFaults for this job.

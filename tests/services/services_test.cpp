@@ -157,6 +157,50 @@ TEST_CASE_FIXTURE(service_fixture, "Platform: annotations set, get and "
   CHECK(unknown->Finish().error_code() == grpc::StatusCode::NOT_FOUND);
 }
 
+TEST_CASE_FIXTURE(service_fixture, "Platform: SetAnnotations with an "
+                                   "expected sequence number cannot "
+                                   "overwrite a change it did not see") {
+  REQUIRE(put(spec_of("j")).ok());
+  pb::JobRef ref;
+  ref.set_jobid("j");
+  pb::Annotations read;
+  auto c = ctx();
+  REQUIRE(platform->GetAnnotations(c.get(), ref, &read).ok());
+  auto seen = read.seq();
+  REQUIRE(seen > 0);
+  MESSAGE("writer A changes the job first");
+  pb::SetAnnotationsRequest a;
+  a.set_jobid("j");
+  (*a.mutable_set())["ProcessRecoverStrategy"] = "recover";
+  a.set_expectedseq(seen);
+  pb::Annotations out;
+  c = ctx();
+  REQUIRE(platform->SetAnnotations(c.get(), a, &out).ok());
+  CHECK(out.seq() > seen);
+  MESSAGE("writer B, who read the same version, is refused: ABORTED");
+  pb::SetAnnotationsRequest b;
+  b.set_jobid("j");
+  (*b.mutable_set())["ProcessRecoverStrategy"] = "dump";
+  b.set_expectedseq(seen);
+  c = ctx();
+  auto st = platform->SetAnnotations(c.get(), b, &out);
+  CHECK(st.error_code() == grpc::StatusCode::ABORTED);
+  CHECK(st.error_message().find("sequence number") != std::string::npos);
+  c = ctx();
+  REQUIRE(platform->GetAnnotations(c.get(), ref, &read).ok());
+  CHECK(read.annotations().at("ProcessRecoverStrategy") == "recover");
+  MESSAGE("B reads again and writes with the new number");
+  b.set_expectedseq(read.seq());
+  c = ctx();
+  REQUIRE(platform->SetAnnotations(c.get(), b, &out).ok());
+  CHECK(out.annotations().at("ProcessRecoverStrategy") == "dump");
+  MESSAGE("0: unconditional, as before");
+  b.set_expectedseq(0);
+  (*b.mutable_set())["ProcessRecoverStrategy"] = "retry";
+  c = ctx();
+  CHECK(platform->SetAnnotations(c.get(), b, &out).ok());
+}
+
 TEST_CASE_FIXTURE(service_fixture, "Platform: device faults per job") {
   REQUIRE(put(spec_of("j")).ok());
   pb::ReportDeviceFaultsRequest req;

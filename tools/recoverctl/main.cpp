@@ -277,9 +277,10 @@ int jobs(client& c, const std::string& ns, bool json) {
 }
 
 int annotate(client& c, const std::string& id,
-             const std::vector<std::string>& pairs) {
+             const std::vector<std::string>& pairs, uint64_t expected_seq) {
   pb::SetAnnotationsRequest req;
   req.set_jobid(id);
+  req.set_expectedseq(expected_seq);
   for (const auto& p : pairs) {
     auto eq = p.find('=');
     if (eq == std::string::npos) {
@@ -907,6 +908,11 @@ int main(int argc, char** argv) {
     "annotate", "set annotations (KEY=VALUE) or remove them (KEY-)");
   ann->add_option("JOB", id, "job id")->required();
   ann->add_option("PAIRS", pairs, "KEY=VALUE or KEY-")->required();
+  uint64_t expected_seq = 0;
+  ann->add_option("--expect-seq", expected_seq,
+                  "change only if the job is still at this sequence number "
+                  "(the seq annotate or job get printed); refused (exit 1) "
+                  "when someone changed it since");
 
   std::vector<std::string> nic_args;
   auto* sw = cli.add_subcommand(
@@ -1004,7 +1010,7 @@ int main(int argc, char** argv) {
   if (list->parsed())
     return jobs(c, ns, json);
   if (ann->parsed())
-    return annotate(c, id, pairs);
+    return annotate(c, id, pairs, expected_seq);
   if (sw->parsed())
     return switch_nic(opts, id, nic_args);
   if (stress->parsed())
