@@ -69,6 +69,16 @@ std::unique_ptr<grpc::ClientContext> context(const std::string& token = {}) {
   return c;
 }
 
+// A daemon with an agent and a control listener on free loopback ports.
+app_options split_options(const temp_dir& dir) {
+  app_options opts;
+  opts.listen = "127.0.0.1:0";
+  opts.control_listen = "127.0.0.1:0";
+  opts.data_dir = dir / "db";
+  opts.worker_threads = 2;
+  return opts;
+}
+
 grpc::Status put_job(pb::Platform::Stub& stub, const std::string& id) {
   pb::PutJobRequest req;
   *req.mutable_spec() = spec_of(id);
@@ -185,11 +195,7 @@ TEST_CASE("authz file: bad files are refused with a clear message") {
 TEST_CASE("access control over mTLS: control and agent listeners") {
   test_pki pki{"ops-1", "viewer-1", "platform-1", "agent-a", "stranger"};
   temp_dir dir;
-  app_options opts;
-  opts.listen = "127.0.0.1:0";
-  opts.control_listen = "127.0.0.1:0";
-  opts.data_dir = dir / "db";
-  opts.worker_threads = 2;
+  auto opts = split_options(dir);
   opts.tls = {pki.file("server.pem"), pki.file("server.key"),
               pki.file("ca.pem"), client_cert_mode::optional};
   opts.control_tls = {pki.file("server.pem"), pki.file("server.key"),
@@ -339,11 +345,7 @@ TEST_CASE("access control over mTLS: control and agent listeners") {
 
 TEST_CASE("access control: the unmodified plaintext agent path") {
   temp_dir dir;
-  app_options opts;
-  opts.listen = "127.0.0.1:0";
-  opts.control_listen = "127.0.0.1:0";
-  opts.data_dir = dir / "db";
-  opts.worker_threads = 2;
+  auto opts = split_options(dir);
   opts.authz = policy();
   opts.anonymous_agents = true;
   opts.om_on_agent_listener = false;
