@@ -422,7 +422,8 @@ caf::error limit(const access_settings& settings, std::string_view method,
   if (!settings.limiter)
     return {};
   const auto* rule = rule_of(method);
-  if (rule == nullptr)
+  // Unlimited classes cost no key and no lock.
+  if (rule == nullptr || !settings.limiter->limits(rule->cls, !job_id.empty()))
     return {};
   // An authenticated caller is one client wherever it connects from; an
   // anonymous one is its address.

@@ -30,7 +30,9 @@ caf::expected<principal> gate(const access_settings& settings,
   if (!who || !settings.limiter)
     return who;
   int64_t retry_ms = 0;
-  if (auto err = limit(settings, method, *who, ctx->peer(), job_id, retry_ms)) {
+  // The address names only a caller without an identity.
+  auto peer = who->name.empty() ? ctx->peer() : std::string{};
+  if (auto err = limit(settings, method, *who, peer, job_id, retry_ms)) {
     ctx->AddTrailingMetadata("grpc-retry-pushback-ms",
                              std::to_string(retry_ms));
     return err;

@@ -121,6 +121,14 @@ public:
     return limits_;
   }
 
+  /// Whether a call of class `c` (for a job, when `for_job`) can be refused
+  /// at all; when not, `acquire` needs no client key.
+  bool limits(rpc_class c, bool for_job) const {
+    return limits_.per_client[static_cast<size_t>(c)].limited()
+           || (for_job && c == rpc_class::report
+               && limits_.per_job_reports.limited());
+  }
+
   /// Buckets held now (for tests of the memory bound).
   size_t buckets() const;
 
