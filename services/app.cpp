@@ -9,6 +9,7 @@
 #include <grpcpp/server_builder.h>
 
 #include "actors/error.hpp"
+#include "health.pb.h"
 #include "actors/event_hub.hpp"
 #include "actors/inspector.hpp"
 #include "actors/job_directory.hpp"
@@ -241,6 +242,9 @@ caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
   // so grpcurl and load balancers work.
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  // gRPC serves health without protobuf descriptors; using ours here links
+  // them in, so reflection can describe grpc.health.v1.Health too.
+  (void)grpc::health::v1::HealthCheckRequest::descriptor();
   std::vector<grpc::Service*> agent_services{self->recover_.get()};
   if (!split) {
     agent_services.push_back(self->platform_.get());

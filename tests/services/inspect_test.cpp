@@ -653,6 +653,54 @@ TEST_CASE("reflection: the server lists its services (what grpcurl asks)") {
     CHECK_MESSAGE(bytes.find(service) != std::string::npos, service);
 }
 
+TEST_CASE("reflection: grpc.health.v1.Health is described, not only listed "
+          "(grpcurl describe)") {
+  inspect_fixture fx;
+  grpc::GenericStub stub{fx.channel};
+  grpc::CompletionQueue cq;
+  grpc::ClientContext c;
+  c.set_deadline(std::chrono::system_clock::now() + 10s);
+  auto call = stub.PrepareCall(
+    &c, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
+  auto step = [&cq](intptr_t want) {
+    void* got = nullptr;
+    bool ok = false;
+    REQUIRE(cq.Next(&got, &ok));
+    CHECK(reinterpret_cast<intptr_t>(got) == want);
+    return ok;
+  };
+  call->StartCall(reinterpret_cast<void*>(1));
+  REQUIRE(step(1));
+  // ServerReflectionRequest{file_containing_symbol: "grpc.health.v1.Health"}:
+  // field 4, length-delimited.
+  std::string symbol = "grpc.health.v1.Health";
+  grpc::Slice ask{std::string{"\x22"} + static_cast<char>(symbol.size())
+                  + symbol};
+  grpc::ByteBuffer request{&ask, 1};
+  call->Write(request, reinterpret_cast<void*>(2));
+  REQUIRE(step(2));
+  grpc::ByteBuffer response;
+  call->Read(&response, reinterpret_cast<void*>(3));
+  REQUIRE(step(3));
+  call->WritesDone(reinterpret_cast<void*>(4));
+  step(4);
+  grpc::Status st;
+  call->Finish(&st, reinterpret_cast<void*>(5));
+  step(5);
+  CHECK_MESSAGE(st.ok(), st.error_message());
+  std::vector<grpc::Slice> slices;
+  REQUIRE(response.Dump(&slices).ok());
+  std::string bytes;
+  for (const auto& s : slices)
+    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  // A FileDescriptorResponse (field 4) holding the file, not an
+  // ErrorResponse (field 7, "Symbol not found").
+  CHECK(bytes.find("Symbol not found") == std::string::npos);
+  for (const char* part : {"health.proto", "HealthCheckRequest",
+                           "HealthCheckResponse", "NOT_SERVING", "Watch"})
+    CHECK_MESSAGE(bytes.find(part) != std::string::npos, part);
+}
+
 TEST_CASE("status: GET /api/v1/status and Inspect.GetStatus list every "
           "component of the running daemon") {
   inspect_fixture fx;
