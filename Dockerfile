@@ -1,6 +1,7 @@
 # recoverd: build on Debian 12 with Debian's packages, run as a non-root user
 # on a slim Debian 12 (mount the root file system read-only; the data
-# directory is the only place it writes).
+# directory is the only place it writes). The default target is the daemon;
+# `--target kube` makes the recoverd-kube adapter's image.
 FROM debian:12 AS build
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
@@ -12,8 +13,19 @@ RUN apt-get update \
 WORKDIR /src
 COPY . .
 RUN meson setup /build --buildtype=release --prefix=/usr/local \
- && ninja -C /build recoverd recoverctl \
+ && ninja -C /build recoverd recoverctl recoverd-sim tools/kube/recoverd_kube_pb2 \
  && meson install -C /build --no-rebuild --tags runtime --destdir /out
+
+# The adapter: Python with Debian's Kubernetes and gRPC clients.
+FROM debian:12-slim AS kube
+RUN apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+      python3 python3-kubernetes python3-grpcio python3-protobuf ca-certificates \
+ && rm -rf /var/lib/apt/lists/*
+COPY --from=build /out/usr/local/bin/recoverd-kube /usr/local/bin/
+COPY --from=build /out/usr/local/share/recoverd/ /usr/local/share/recoverd/
+USER 10001:10001
+ENTRYPOINT ["/usr/local/bin/recoverd-kube"]
 
 FROM debian:12-slim
 RUN apt-get update \

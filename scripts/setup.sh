@@ -8,7 +8,7 @@ packages=(
   libcaf-dev libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   librocksdb-dev libspdlog-dev doctest-dev libcli11-dev nlohmann-json3-dev
   libssl-dev libcpp-httplib-dev libjemalloc-dev libtomlplusplus-dev openssl
-  python3 python3-yaml
+  python3 python3-yaml python3-kubernetes python3-grpcio python3-protobuf
 )
 
 missing=()

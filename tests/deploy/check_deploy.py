@@ -88,6 +88,62 @@ for d in docs:
             service_ports.add(p["port"])
 check(service_ports == set(ports.values()), "Services do not expose every port")
 
+# -- the adapter: its RBAC is exactly what its code calls -------------------------
+adapter = open(f"{src}/tools/kube/recoverd_kube.py").read()
+VERBS = {"list": {"list", "watch"}, "read": {"get"}, "replace": {"update"},
+         "patch": {"patch"}, "create": {"create"}, "delete": {"delete"}}
+RESOURCES = {"pod": ("", "pods"), "config_map": ("", "configmaps"),
+             "node": ("", "nodes"),
+             "custom_object": ("scheduling.volcano.sh", "podgroups")}
+used = {}
+for verb, rest in re.findall(
+        r"\b(?:core|custom)\.(list|read|replace|patch|create|delete)_(\w+)",
+        adapter):
+    resource = next((r for k, r in RESOURCES.items()
+                     if re.search(rf"(^|_){k}(_|$)", rest)), None)
+    check(resource is not None, f"adapter: unknown API call {verb}_{rest}")
+    if resource:
+        used.setdefault(resource, set()).update(VERBS[verb])
+check(used, "adapter: no Kubernetes API calls found")
+role = next((d for d in docs if d["kind"] == "ClusterRole"
+             and d["metadata"]["name"] == "recoverd-kube"), None)
+check(role is not None, "manifests: no ClusterRole recoverd-kube")
+granted = {}
+for rule in (role or {}).get("rules", []):
+    for g in rule["apiGroups"]:
+        for r in rule["resources"]:
+            granted.setdefault((g, r), set()).update(rule["verbs"])
+for key, verbs in used.items():
+    missing = verbs - granted.get(key, set())
+    check(not missing, f"RBAC: {key} lacks {sorted(missing)} the adapter uses")
+for key, verbs in granted.items():
+    extra = verbs - used.get(key, set())
+    check(not extra, f"RBAC: {key} grants {sorted(extra)} the adapter never "
+          "uses (least privilege)")
+deploy = next((d for d in docs if d["kind"] == "Deployment"
+               and d["metadata"]["name"] == "recoverd-kube"), None)
+check(deploy is not None, "manifests: no Deployment recoverd-kube")
+if deploy:
+    spec = deploy["spec"]["template"]["spec"]
+    check(spec.get("serviceAccountName") == "recoverd-kube",
+          "adapter: not bound to its ServiceAccount")
+    binding = next((d for d in docs if d["kind"] == "ClusterRoleBinding"), {})
+    check(any(s.get("name") == "recoverd-kube"
+              for s in binding.get("subjects", [])),
+          "adapter: ServiceAccount not bound to the ClusterRole")
+    kargs = spec["containers"][0]["args"]
+    check("--in-cluster" in kargs, "adapter: not --in-cluster")
+    target = flag_value(kargs, "--recoverd") or ""
+    check(target.endswith(f":{ports.get('control')}"),
+          "adapter: --recoverd is not the control port")
+    adapter_flags = set(re.findall(r'"(--[a-z-]+)"', adapter))
+    for a in kargs:
+        check(a.split("=", 1)[0] in adapter_flags,
+              f"adapter: unknown flag {a}")
+names = {d["metadata"]["name"] for d in docs if d["kind"] == "Service"}
+check("clusterd-grpc-svc" in names,
+      "no Service clusterd-grpc-svc (Ascend Operator resolves that name)")
+
 # -- Dockerfile --------------------------------------------------------------------
 docker = open(f"{src}/Dockerfile").read()
 stages = re.findall(r"^FROM\s+(\S+)", docker, re.M)

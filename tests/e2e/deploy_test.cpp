@@ -39,4 +39,20 @@ TEST_CASE("e2e deploy: meson install puts the binaries in place") {
     CHECK(vrc == 0);
     CHECK(version.find(RECOVERD_VERSION) != std::string::npos);
   }
+  MESSAGE("the adapter, its generated modules beside it");
+  auto root = (dir / "root") + "/usr/local";
+  CHECK(std::filesystem::exists(root + "/bin/recoverd-kube"));
+  for (const char* module : {"recoverd_kube.py", "platform_pb2.py",
+                             "inspect_pb2.py", "events_pb2.py",
+                             "recover_pb2.py"})
+    CHECK_MESSAGE(std::filesystem::exists(root + "/share/recoverd/python/"
+                                          + module),
+                  module);
+  // The launcher finds them where they are installed (with DESTDIR the
+  // prefix moves, so its --version is run with the moved path).
+  auto [krc, kversion] = run_command(
+    "PYTHONPATH=" + root + "/share/recoverd/python /usr/bin/python3 " + root
+    + "/bin/recoverd-kube --version");
+  CHECK(krc == 0);
+  CHECK(kversion.find(RECOVERD_VERSION) != std::string::npos);
 }

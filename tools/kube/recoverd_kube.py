@@ -1,0 +1,1150 @@
+"""recoverd-kube: keeps recoverd in step with a Kubernetes cluster.
+
+It list-watches Volcano PodGroups, Pods, the fault ConfigMaps the device
+plugin and NodeD write, and Nodes, and through recoverd's Platform API puts
+and deletes jobs, reports device faults and mirrors the platform's PodGroup
+annotations. From recoverd's event stream it writes back what ClusterD
+writes: the PodGroup label `process-recover-enable`, the annotations
+`ProcessConfirmFault` and `ProcessRecoverStatus`, the `reset-config-<job>`
+ConfigMap, and the node annotation `NodeHealthyStatus`.
+
+The keys, values and formats are those of ../shared/spec/kubernetes-surface.md
+(section numbers below refer to it). It is written in Python because the
+only Kubernetes client Debian 12 packages is python3-kubernetes; a C++
+client would be hand-written.
+"""
+
+import argparse
+import hashlib
+import json
+import logging
+import queue
+import threading
+import time
+
+import grpc
+import kubernetes
+from kubernetes.watch.watch import iter_resp_lines
+
+import inspect_pb2
+import platform_pb2
+
+log = logging.getLogger("recoverd-kube")
+
+PLATFORM = "/recoverd.platform.v1.Platform/"
+INSPECT = "/recoverd.inspection.v1.Inspect/"
+
+# §1: the recovery switches on the PodGroup.
+KNOWN_STRATEGIES = ("retry", "recover-in-place", "recover",
+                    "elastic-training", "dump", "exit")
+RANK_KEY = "hccl/rankIndex"
+DEVICE_KEYS = ("ascend.kubectl.kubernetes.io/ascend-910-configuration",
+               "ascend.kubectl.kubernetes.io/ascend-npu-configuration")
+REAL_KEY = "huawei.com/AscendReal"
+ENABLE_LABEL = "process-recover-enable"
+# §4.1: what a platform writes on the PodGroup (mirrored into recoverd) and
+# what recoverd writes (mirrored onto the PodGroup).
+PLATFORM_KEYS = ("ProcessRecoverStrategy", "ProcessResultFault",
+                 "RankTableReady")
+RECOVERD_KEYS = ("ProcessConfirmFault", "ProcessRecoverStatus")
+# Marks the jobs this adapter put, so a restarted adapter deletes only its
+# own jobs whose PodGroup has gone.
+MANAGED_KEY = "recoverd.io/managed-by"
+MANAGED_BY = "recoverd-kube"
+# §4.6
+RELEASE_NS, RELEASE_NAME = "cluster-system", "fault-job-info"
+BASE_DEVICES_KEY = "huawei.com/npu.base-device-infos"
+BASE_DEVICES_OLD_KEY = "baseDeviceInfos"
+# §4.4
+NODE_HEALTH_KEY = "NodeHealthyStatus"
+NODE_HEALTH_OWNER = "recoverd.io/node-health-by"
+# §3
+DEVICE_INFO_NS, DEVICE_INFO_PREFIX = "kube-system", "mindx-dl-deviceinfo-"
+NODE_INFO_NS, NODE_INFO_PREFIX = "mindx-dl", "mindx-dl-nodeinfo-"
+FAULT_CM_SELECTOR = "mx-consumer-cim=true"
+
+RETRY_SLEEPS = (1, 2, 3)  # §"Retries": one attempt plus three retries
+
+
+# --- pure translation: Kubernetes objects -> Platform messages -------------
+
+def meta(obj):
+    return obj.get("metadata") or {}
+
+
+def labels(obj):
+    return meta(obj).get("labels") or {}
+
+
+def annotations(obj):
+    return meta(obj).get("annotations") or {}
+
+
+def version(obj):
+    text = meta(obj).get("resourceVersion", "")
+    return int(text) if text.isdigit() else 0
+
+
+def controller_owner(obj):
+    """The controller ownerReference (§1), or None."""
+    for ref in meta(obj).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return ref
+    return None
+
+
+def job_id_of(obj):
+    owner = controller_owner(obj)
+    return owner.get("uid") if owner else None
+
+
+def strategies(podgroup):
+    """recover-strategy, unknown names dropped (§1), in the known order."""
+    given = {s.strip() for s in
+             annotations(podgroup).get("recover-strategy", "").split(",")}
+    return [s for s in KNOWN_STRATEGIES if s in given]
+
+
+def pod_devices(pod):
+    """(device ids in order, super pod id) from the device plugin's
+    annotation (§2), or ([], -1)."""
+    for key in DEVICE_KEYS:
+        text = annotations(pod).get(key)
+        if not text:
+            continue
+        try:
+            doc = json.loads(text)
+            ids = [str(d["device_id"]) for d in doc.get("devices") or []]
+            return ids, int(doc.get("super_pod_id", -1))
+        except (ValueError, TypeError, KeyError) as e:
+            log.warning("pod %s: bad %s: %s", meta(pod).get("name"), key, e)
+    return [], -1
+
+
+def pod_rank(pod):
+    """hccl/rankIndex, a decimal string (§2); None when absent or not a
+    pod rank the Platform API can carry."""
+    text = annotations(pod).get(RANK_KEY, "")
+    if not (text.isascii() and text.isdigit()) or len(text) > 9:
+        return None
+    return int(text)
+
+
+def current_pods(pods):
+    """One pod per rank: the newest incarnation that is not being deleted
+    (a rescheduled pod's replacement wins over the old one)."""
+    best = {}
+    for pod in pods:
+        rank = pod_rank(pod)
+        if rank is None or not (pod.get("spec") or {}).get("nodeName"):
+            continue
+        key = (meta(pod).get("deletionTimestamp") is None,
+               meta(pod).get("creationTimestamp") or "",
+               meta(pod).get("resourceVersion") or "")
+        if rank not in best or key > best[rank][0]:
+            best[rank] = (key, pod)
+    return [best[r][1] for r in sorted(best)]
+
+
+def job_spec(podgroup, pods):
+    """The JobSpec of a PodGroup and its pods (§1, §2)."""
+    owner = controller_owner(podgroup)
+    lab, ann = labels(podgroup), annotations(podgroup)
+    spec = platform_pb2.JobSpec(
+        jobId=owner["uid"], name=owner.get("name", ""),
+        namespace=meta(podgroup).get("namespace", ""))
+    framework = lab.get("framework", "")
+    spec.framework = framework if framework in ("pytorch",
+                                                "mindspore") else ""
+    spec.recoverStrategies.extend(strategies(podgroup))
+    # recoverd itself writes "pause" during a job-level fallback (§4.2): the
+    # job stays enabled.
+    spec.processRecoverEnable = lab.get(ENABLE_LABEL) in ("on", "pause")
+    scheduling = lab.get("fault-scheduling", "")
+    spec.faultScheduling = scheduling if scheduling in ("grace",
+                                                        "force") else ""
+    spec.podRescheduling = lab.get("pod-rescheduling") == "on"
+    spec.subHealthyStrategy = lab.get("subHealthyStrategy", "")
+    spec.platformMode = "ProcessRecoverStrategy" in ann
+    chosen = current_pods(pods)
+    # §2: rank = r*N + k, N the device count of the first pod with devices.
+    per_pod = next((len(d) for d, _ in map(pod_devices, chosen) if d), 0)
+    for pod in chosen:
+        ids, super_pod = pod_devices(pod)
+        rank = pod_rank(pod)
+        status = pod.get("status") or {}
+        real = annotations(pod).get(REAL_KEY, "")
+        p = spec.pods.add(podRank=rank, uid=meta(pod)["uid"],
+                          nodeName=pod["spec"]["nodeName"],
+                          running=status.get("phase") == "Running"
+                          and (bool(real) or not ids),
+                          superPodId=super_pod)
+        for k, device_id in enumerate(ids):
+            p.devices.add(deviceId=device_id, rankId=str(rank * per_pod + k))
+    return spec
+
+
+def go_json(value):
+    """The bytes Go's encoding/json writes for a decoded JSON value: map
+    keys sorted, no spaces, <, > and & escaped (the CheckCode input, §3.1)."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"),
+                      ensure_ascii=False)
+    for raw, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"),
+                         ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
+        text = text.replace(raw, escaped)
+    return text.encode()
+
+
+def checked(doc, body_key):
+    """doc[body_key] if doc's CheckCode is its SHA-256, else None."""
+    body, code = doc.get(body_key), doc.get("CheckCode")
+    if body is None or not code:
+        return None
+    return body if hashlib.sha256(go_json(body)).hexdigest() == code else None
+
+
+def device_info_faults(cm):
+    """{device id: [(code, level)]} and node-level [(code, level)] of a
+    mindx-dl-deviceinfo ConfigMap (§3.1), or None if it fails its check."""
+    data = cm.get("data") or {}
+    devices, node = {}, []
+    if "DeviceInfoCfg" in data:
+        try:
+            info = checked(json.loads(data["DeviceInfoCfg"]), "DeviceInfo")
+        except ValueError:
+            info = None
+        if info is None:
+            return None
+        lists = info.get("DeviceList") or {}
+        if "huawei.com/npu" in lists:
+            kind = "npu"
+        else:
+            kind = next((t for t in ("Ascend910", "Ascend310P", "Ascend310")
+                         if any(t in k for k in lists)), "Ascend910")
+        prefix = "huawei.com/" + kind
+        unhealthy = set()
+        for suffix in ("-Unhealthy", "-NetworkUnhealthy"):
+            unhealthy.update(filter(None, lists.get(prefix + suffix,
+                                                    "").split(",")))
+        try:
+            entries = json.loads(lists.get(prefix + "-Fault") or "[]")
+        except ValueError:
+            entries = []
+        for f in entries if isinstance(entries, list) else []:
+            name = str(f.get("npu_name", ""))
+            device_id = name.rsplit("-", 1)[-1]
+            levels = f.get("fault_time_and_level_map") or {}
+            for code in filter(None, str(f.get("fault_code", "")).split(",")):
+                level = (levels.get(code) or {}).get("fault_level") \
+                    or f.get("fault_level", "")
+                # §3.4 gate 2: a free restart counts only on a device also
+                # listed unhealthy.
+                if level == "FreeRestartNPU" and name not in unhealthy:
+                    continue
+                devices.setdefault(device_id, []).append((code, level))
+    if "SwitchInfoCfg" in data:
+        try:
+            switch = json.loads(data["SwitchInfoCfg"])
+        except ValueError:
+            switch = {}
+        state = switch.get("NodeStatus")
+        level = {"UnHealthy": "SeparateNPU",
+                 "SubHealthy": "SubHealthFault"}.get(state)
+        if level:
+            codes = []
+            for item in switch.get("FaultCode") or []:
+                try:
+                    codes.append(json.loads(item).get("AssembledFaultCode"))
+                except (ValueError, AttributeError):
+                    pass
+            for code in [c for c in codes if c] or ["switch-" + state]:
+                node.append((code, level))
+    return devices, node
+
+
+def node_info_faults(cm):
+    """Node-level [(code, level)] of a mindx-dl-nodeinfo ConfigMap (§3.2),
+    or None if it fails its check."""
+    try:
+        info = checked(json.loads((cm.get("data") or {}).get("NodeInfo",
+                                                             "{}")),
+                       "NodeInfo")
+    except ValueError:
+        info = None
+    if info is None:
+        return None
+    if info.get("NodeStatus") != "UnHealthy":
+        return []
+    codes = [c for d in info.get("FaultDevList") or []
+             for c in d.get("FaultCode") or []]
+    return [(c, "SeparateNPU") for c in codes or ["node-UnHealthy"]]
+
+
+def job_faults(spec, device_faults, node_faults):
+    """The fault center's view of one job: every fault on a device the job
+    holds, and every node-level fault on its nodes, with the pod's uid."""
+    out = platform_pb2.JobDeviceFaults(jobId=spec.jobId)
+    for pod in spec.pods:
+        grouped = {}
+        for device in pod.devices:
+            for code, level in device_faults.get(pod.nodeName, {}).get(
+                    device.deviceId, []):
+                grouped.setdefault((device.deviceId, level), []).append(code)
+        for code, level in node_faults.get(pod.nodeName, []):
+            grouped.setdefault(("", level), []).append(code)
+        for (device_id, level), codes in sorted(grouped.items()):
+            out.faults.add(nodeName=pod.nodeName, deviceId=device_id,
+                           faultCodes=codes, faultLevel=level,
+                           podUid=pod.uid)
+    return out
+
+
+def reset_writable(old_json):
+    """§4.5: the reset document is not written over a rank whose policy the
+    device plugin is acting on."""
+    try:
+        doc = json.loads(old_json or "{}")
+    except ValueError:
+        return True
+    return not any(r.get("Policy") in ("reset", "restart")
+                   for r in doc.get("RankList") or [] if isinstance(r, dict))
+
+
+def reset_untouched(old_json, new_json):
+    """The user's initial document ({"status":"initializing"}) stays until
+    recoverd has something to say: a first, empty clear form is no news."""
+    try:
+        old, new = json.loads(old_json or "{}"), json.loads(new_json)
+    except ValueError:
+        return False
+    return ("RankList" not in old and not new.get("RankList")
+            and not new.get("RetryTime") and not new.get("FaultFlushing"))
+
+
+def super_device_ids(node):
+    """The super-device ids of a node's devices, from the device plugin's
+    node annotation (a JSON map "<type>-<id>" -> {"SuperDeviceID": n, ...}),
+    or None when unknown."""
+    ann = annotations(node)
+    text = ann.get(BASE_DEVICES_KEY) or ann.get(BASE_DEVICES_OLD_KEY)
+    try:
+        devices = json.loads(text) if text else None
+        ids = sorted(str(v["SuperDeviceID"]) for v in devices.values())
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
+    return ids or None
+
+
+def fault_ranks(status):
+    """The global ranks a flow is about: the reset document's fault list and
+    the platform-mode confirm list ("rank:type,...")."""
+    ranks = set()
+    try:
+        ranks.update(str(r["RankId"])
+                     for r in json.loads(status.resetJson)["RankList"])
+    except (ValueError, KeyError, TypeError):
+        pass
+    confirm = status.spec.annotations.get("ProcessConfirmFault", "")
+    ranks.update(item.split(":", 1)[0].strip()
+                 for item in confirm.split(",") if item.strip())
+    return ranks
+
+
+def release_entry(spec, ranks, nodes, now):
+    """§4.6: the fault-job-info value of a job in its global-fault step, or
+    None when it does not qualify: every pod must have a super pod id >= 0,
+    every fault node known super-device ids. `nodes` maps node names to
+    Node objects; `ranks` are the flow's fault ranks."""
+    if not ranks or not spec.pods or any(p.superPodId < 0 for p in spec.pods):
+        return None
+    fault_nodes = {p.nodeName for p in spec.pods
+                   if any(d.rankId in ranks for d in p.devices)}
+    entry = {}
+    for name in sorted(fault_nodes):
+        ids = super_device_ids(nodes.get(name, {}))
+        if ids is None:
+            return None
+        pod = next(p for p in spec.pods if p.nodeName == name)
+        part = entry.setdefault(str(pod.superPodId), {
+            "SdIds": [], "FaultNodes": {}, "NodeNames": [],
+            "FaultTimes": now, "JobId": spec.jobId})
+        part["SdIds"].extend(ids)
+        part["FaultNodes"][name] = {}
+    for p in spec.pods:
+        part = entry.get(str(p.superPodId))
+        if part is not None and p.nodeName not in fault_nodes \
+                and p.nodeName not in part["NodeNames"]:
+            part["NodeNames"].append(p.nodeName)
+    return entry or None
+
+
+SYNC_KEYS = PLATFORM_KEYS + RECOVERD_KEYS
+
+
+def merge_annotations(pg, rd, base):
+    """A three-way merge of the synchronised annotation keys between the
+    PodGroup (`pg`), recoverd (`rd`) and what both last agreed on (`base`;
+    a key missing from it has never been agreed). The side that changed
+    since the agreement wins; when both did (or nothing was agreed yet), the
+    writer that owns the key wins: the platform for PLATFORM_KEYS, recoverd
+    for RECOVERD_KEYS. So a stale ProcessResultFault that recoverd removes
+    is removed from the PodGroup too, and a platform's new value is not
+    lost. Values are strings; None is an absent key.
+    Returns (set in recoverd, remove in recoverd, PodGroup patch, agreed)."""
+    rd_set, rd_remove, pg_patch, agreed = {}, [], {}, {}
+    for k in SYNC_KEYS:
+        p, r = pg.get(k), rd.get(k)
+        if p == r:
+            agreed[k] = p
+            continue
+        owner_pg = k in PLATFORM_KEYS
+        if k in base and (p != base[k]) != (r != base[k]):
+            pg_wins = p != base[k]
+        else:
+            pg_wins = owner_pg
+        if pg_wins:
+            if p is None:
+                rd_remove.append(k)
+            else:
+                rd_set[k] = p
+            agreed[k] = p
+        else:
+            pg_patch[k] = r
+            agreed[k] = r
+    return rd_set, rd_remove, pg_patch, agreed
+
+
+# --- Kubernetes side --------------------------------------------------------
+
+class Informer(threading.Thread):
+    """List, then watch from the list's resourceVersion; on 410 Gone (or any
+    broken watch whose version has been compacted) list again. Bookmarks
+    move the version forward. Every change calls on_change(kind, old, new)."""
+
+    def __init__(self, kind, list_fn, on_change, key=None, **kwargs):
+        super().__init__(name="informer-" + kind, daemon=True)
+        self.kind, self.list_fn, self.kwargs = kind, list_fn, kwargs
+        self.on_change = on_change
+        self.key = key or (lambda o: (meta(o).get("namespace", ""),
+                                      meta(o)["name"]))
+        self.cache = {}
+        self.rv = None
+        self.synced = threading.Event()
+        self.relists = 0
+        self.lock = threading.Lock()
+
+    def store(self, obj):
+        """Caches `obj` unless a newer version is cached already (our own
+        write's answer can arrive before the watch delivers older events;
+        resourceVersions are compared as the integers etcd makes them)."""
+        k = self.key(obj)
+        with self.lock:
+            old = self.cache.get(k)
+            if old is not None and version(old) > version(obj):
+                return
+            self.cache[k] = obj
+        if old != obj:
+            self.on_change(self.kind, old, obj)
+
+    def snapshot(self):
+        with self.lock:
+            return list(self.cache.values())
+
+    def list_all(self):
+        resp = self.list_fn(_preload_content=False, **self.kwargs)
+        body = json.loads(resp.data)
+        fresh = {self.key(o): o for o in body.get("items") or []}
+        with self.lock:
+            old, self.cache = self.cache, fresh
+        for k in set(old) | set(fresh):
+            if old.get(k) != fresh.get(k):
+                self.on_change(self.kind, old.get(k), fresh.get(k))
+        self.rv = body["metadata"]["resourceVersion"]
+        self.relists += 1
+        self.synced.set()
+
+    def watch_once(self):
+        resp = self.list_fn(watch=True, resource_version=self.rv,
+                            allow_watch_bookmarks=True, timeout_seconds=240,
+                            _preload_content=False, **self.kwargs)
+        try:
+            for line in iter_resp_lines(resp):
+                event = json.loads(line)
+                obj, kind = event.get("object") or {}, event.get("type")
+                if kind == "ERROR":
+                    if obj.get("code") == 410:
+                        log.info("%s: watch expired (%s): listing again",
+                                 self.kind, obj.get("message"))
+                        self.rv = None
+                        return
+                    raise RuntimeError(obj.get("message", "watch error"))
+                self.rv = meta(obj).get("resourceVersion", self.rv)
+                if kind == "BOOKMARK":
+                    continue
+                if kind == "DELETED":
+                    with self.lock:
+                        old = self.cache.pop(self.key(obj), None)
+                    self.on_change(self.kind, old, None)
+                else:
+                    self.store(obj)
+        finally:
+            resp.release_conn()
+
+    def run(self):
+        backoff = 1
+        while True:
+            try:
+                if self.rv is None:
+                    self.list_all()
+                self.watch_once()
+                backoff = 1
+            except kubernetes.client.exceptions.ApiException as e:
+                if e.status == 410:
+                    self.rv = None
+                    continue
+                log.warning("%s: %s; retrying in %d s", self.kind, e.reason,
+                            backoff)
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 30)
+            except Exception as e:  # connection refused, reset, bad JSON
+                log.warning("%s: %s; retrying in %d s", self.kind, e, backoff)
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 30)
+
+
+def with_retries(what, fn):
+    """One attempt plus three retries, 1, 2 and 3 s apart, for errors a
+    retry can fix; a conflict or a missing object is returned at once."""
+    for sleep in RETRY_SLEEPS + (None,):
+        try:
+            return fn()
+        except kubernetes.client.exceptions.ApiException as e:
+            if e.status in (404, 409, 422) or sleep is None:
+                raise
+            log.warning("%s: %s %s; retrying", what, e.status, e.reason)
+        except Exception as e:  # noqa: BLE001 - a broken connection
+            if sleep is None:
+                raise
+            log.warning("%s: %s; retrying", what, e)
+        time.sleep(sleep)
+    return None
+
+
+# --- recoverd side ----------------------------------------------------------
+
+class Recoverd:
+    """recoverd's Platform and Inspect APIs over one channel."""
+
+    def __init__(self, address, ca=None, cert=None, key=None, token=None):
+        if ca or cert:
+            def read(path):
+                with open(path, "rb") as f:
+                    return f.read()
+            creds = grpc.ssl_channel_credentials(
+                read(ca) if ca else None, read(key) if key else None,
+                read(cert) if cert else None)
+            self.channel = grpc.secure_channel(address, creds)
+        else:
+            self.channel = grpc.insecure_channel(address)
+        self.metadata = [("authorization", "Bearer " + token)] if token \
+            else None
+
+    def call(self, method, request, reply, timeout=10):
+        fn = self.channel.unary_unary(
+            method, request_serializer=type(request).SerializeToString,
+            response_deserializer=reply.FromString)
+        return fn(request, timeout=timeout, metadata=self.metadata)
+
+    def platform(self, name, request, reply):
+        return self.call(PLATFORM + name, request, reply)
+
+    def watch_events(self):
+        fn = self.channel.unary_stream(
+            INSPECT + "WatchEvents",
+            request_serializer=inspect_pb2.WatchEventsRequest.SerializeToString,
+            response_deserializer=inspect_pb2.EventRecord.FromString)
+        return fn(inspect_pb2.WatchEventsRequest(), metadata=self.metadata)
+
+
+# --- the adapter -------------------------------------------------------------
+
+class Adapter:
+    def __init__(self, core, custom, recoverd, namespace=None,
+                 resync_seconds=30, release_clear_delay=10):
+        self.core, self.custom, self.rd = core, custom, recoverd
+        self.namespace = namespace
+        self.resync_seconds = resync_seconds
+        self.queue = queue.Queue()
+        self.pending = set()
+        self.pending_lock = threading.Lock()
+        self.put_specs = {}    # job id -> the JobSpec last put (bytes)
+        self.refused = {}      # job id -> a JobSpec recoverd refused
+        self.sent_faults = {}  # job id -> the JobDeviceFaults last sent
+        self.managed = {}      # job id -> (namespace, name)
+        self.agreed = {}       # job id -> annotations both sides agree on
+        self.released = {}     # job id -> uuid of the flow in fault-job-info
+        self.release_clear_delay = release_clear_delay
+        self.device_faults = {}  # node -> {device id: [(code, level)]}
+        self.node_faults = {}    # node -> {source: [(code, level)]}
+        group = ("scheduling.volcano.sh", "v1beta1", "podgroups")
+        if namespace:
+            pg_list = lambda **kw: custom.list_namespaced_custom_object(  # noqa
+                *group[:2], namespace, group[2], **kw)
+            pod_list = lambda **kw: core.list_namespaced_pod(  # noqa: E731
+                namespace, **kw)
+        else:
+            pg_list = lambda **kw: custom.list_cluster_custom_object(  # noqa
+                *group, **kw)
+            pod_list = core.list_pod_for_all_namespaces
+        self.podgroups = Informer("podgroups", pg_list, self.changed)
+        self.pods = Informer("pods", pod_list, self.changed,
+                             key=lambda o: meta(o)["uid"])
+        self.configmaps = Informer(
+            "configmaps", core.list_config_map_for_all_namespaces,
+            self.changed, label_selector=FAULT_CM_SELECTOR)
+        self.nodes = Informer("nodes", core.list_node, self.changed)
+        self.informers = (self.podgroups, self.pods, self.configmaps,
+                          self.nodes)
+
+    # Informer callbacks run on informer threads: they only queue work.
+    def changed(self, kind, old, new):
+        obj = new or old
+        if kind == "podgroups":
+            self.enqueue(("job", job_id_of(obj)))
+        elif kind == "pods":
+            for o in (old, new):
+                if o is not None:
+                    self.enqueue(("job", job_id_of(o)))
+        elif kind == "configmaps":
+            self.enqueue(("cm", (meta(obj).get("namespace", ""),
+                                 meta(obj)["name"]), new is None))
+        elif kind == "nodes":
+            self.enqueue(("nodes",))
+
+    def enqueue(self, item):
+        if item[0] == "job" and item[1] is None:
+            return
+        with self.pending_lock:
+            if item in self.pending:
+                return
+            self.pending.add(item)
+        self.queue.put(item)
+
+    # --- lookups over the caches ---
+    def podgroup_of(self, job_id):
+        for pg in self.podgroups.snapshot():
+            if job_id_of(pg) == job_id:
+                return pg
+        return None
+
+    def pods_of(self, job_id):
+        return [p for p in self.pods.snapshot() if job_id_of(p) == job_id]
+
+    # --- Kubernetes -> recoverd ---
+    def sync_job(self, job_id):
+        pg = self.podgroup_of(job_id)
+        if pg is None:
+            return self.forget_job(job_id)
+        spec = job_spec(pg, self.pods_of(job_id))
+        key = spec.SerializeToString(deterministic=True)
+        if self.put_specs.get(job_id) != key \
+                and self.refused.get(job_id) != key:
+            fresh = job_id not in self.managed and not self.known(job_id)
+            request = platform_pb2.PutJobRequest()
+            request.spec.CopyFrom(spec)
+            if fresh:
+                # Annotations only at creation; later they move by
+                # SetAnnotations, which cannot overwrite recoverd's own keys.
+                request.spec.annotations[MANAGED_KEY] = MANAGED_BY
+                for k in SYNC_KEYS:
+                    if k in annotations(pg):
+                        request.spec.annotations[k] = annotations(pg)[k]
+                self.agreed[job_id] = {k: annotations(pg).get(k)
+                                       for k in SYNC_KEYS}
+            try:
+                reply = self.rd.platform("PutJob", request,
+                                         platform_pb2.PutJobResponse)
+            except grpc.RpcError as e:
+                log.error("job %s (%s/%s): PutJob refused: %s: %s", job_id,
+                          spec.namespace, spec.name, e.code().name,
+                          e.details())
+                if e.code() == grpc.StatusCode.INVALID_ARGUMENT:
+                    # The same objects would be refused again: wait for a
+                    # change instead of repeating the error every resync.
+                    self.refused[job_id] = key
+                return
+            self.refused.pop(job_id, None)
+            self.put_specs[job_id] = key
+            self.managed[job_id] = (spec.namespace, spec.name)
+            if reply.created:
+                log.info("job %s (%s/%s) put with %d pods", job_id,
+                         spec.namespace, spec.name, len(spec.pods))
+        self.report_faults(job_id, spec)
+        self.write_back(job_id)
+
+    def known(self, job_id):
+        try:
+            self.rd.platform("GetAnnotations", platform_pb2.JobRef(jobId=job_id),
+                             platform_pb2.Annotations)
+            return True
+        except grpc.RpcError as e:
+            return e.code() != grpc.StatusCode.NOT_FOUND
+
+    def forget_job(self, job_id):
+        if job_id not in self.managed:
+            return
+        namespace, name = self.managed.pop(job_id)
+        self.put_specs.pop(job_id, None)
+        self.sent_faults.pop(job_id, None)
+        self.agreed.pop(job_id, None)
+        self.schedule_release_clear(job_id)
+        try:
+            self.rd.platform("DeleteJob", platform_pb2.JobRef(jobId=job_id),
+                             platform_pb2.DeleteJobResponse)
+            log.info("job %s (%s/%s) deleted with its PodGroup", job_id,
+                     namespace, name)
+        except grpc.RpcError as e:
+            if e.code() != grpc.StatusCode.NOT_FOUND:
+                log.error("job %s: DeleteJob: %s", job_id, e.details())
+                self.managed[job_id] = (namespace, name)
+                return
+        # §4.5: every controller reset, a PodGroup deletion included,
+        # clears the reset document.
+        clear = {"RankList": [], "UpdateTime": int(time.time()),
+                 "RetryTime": 0, "FaultFlushing": False, "GracefulExit": 0,
+                 "RestartFaultProcess": False}
+        self.write_reset(namespace, name,
+                         json.dumps(clear, separators=(",", ":")),
+                         keep_retry_time=True)
+
+    def report_faults(self, job_id, spec=None):
+        if spec is None:
+            pg = self.podgroup_of(job_id)
+            if pg is None:
+                return
+            spec = job_spec(pg, self.pods_of(job_id))
+        nodes = {k: [x for xs in v.values() for x in xs]
+                 for k, v in self.node_faults.items()}
+        faults = job_faults(spec, self.device_faults, nodes)
+        key = faults.SerializeToString(deterministic=True)
+        if self.sent_faults.get(job_id) == key:
+            return
+        request = platform_pb2.ReportDeviceFaultsRequest()
+        request.jobs.add().CopyFrom(faults)
+        try:
+            reply = self.rd.platform("ReportDeviceFaults", request,
+                                     platform_pb2.ReportDeviceFaultsResponse)
+        except grpc.RpcError as e:
+            log.error("job %s: ReportDeviceFaults: %s", job_id, e.details())
+            return
+        result = reply.results[0]
+        if not result.accepted:
+            log.error("job %s: fault snapshot refused: %s", job_id,
+                      result.error)
+            return
+        for line in getattr(result, "ignored", []):
+            log.warning("job %s: fault entry ignored: %s", job_id, line)
+        self.sent_faults[job_id] = key
+
+    def fault_cm_changed(self, namespace, name, deleted):
+        if namespace == DEVICE_INFO_NS and name.startswith(DEVICE_INFO_PREFIX):
+            node = name[len(DEVICE_INFO_PREFIX):]
+            source = "switch"
+        elif namespace == NODE_INFO_NS and name.startswith(NODE_INFO_PREFIX):
+            node = name[len(NODE_INFO_PREFIX):]
+            source = "node"
+        else:
+            return
+        cm = None
+        for o in self.configmaps.snapshot():
+            if (meta(o).get("namespace"), meta(o).get("name")) == (namespace,
+                                                                  name):
+                cm = o
+        if deleted or cm is None:
+            # §3: deleting the ConfigMap removes all of that node's faults.
+            if source == "switch":
+                self.device_faults.pop(node, None)
+            self.node_faults.get(node, {}).pop(source, None)
+        elif source == "switch":
+            parsed = device_info_faults(cm)
+            if parsed is None:
+                log.warning("%s/%s: CheckCode does not match; version "
+                            "ignored", namespace, name)
+                return
+            self.device_faults[node] = parsed[0]
+            self.node_faults.setdefault(node, {})["switch"] = parsed[1]
+        else:
+            parsed = node_info_faults(cm)
+            if parsed is None:
+                log.warning("%s/%s: CheckCode does not match; version "
+                            "ignored", namespace, name)
+                return
+            self.node_faults.setdefault(node, {})["node"] = parsed
+        for job_id in self.jobs_on(node):
+            self.report_faults(job_id)
+
+    def jobs_on(self, node):
+        return sorted({job_id_of(p) for p in self.pods.snapshot()
+                       if (p.get("spec") or {}).get("nodeName") == node
+                       and job_id_of(p) in self.managed})
+
+    # --- recoverd -> Kubernetes ---
+    def write_back(self, job_id):
+        """Both ways for the synchronised annotations (merge_annotations),
+        recoverd's label onto the PodGroup, recoverd's reset document into
+        the reset ConfigMap."""
+        pg = self.podgroup_of(job_id)
+        if pg is None or job_id not in self.managed:
+            return
+        for _ in range(5):
+            try:
+                have = self.rd.platform("GetJob",
+                                        platform_pb2.JobRef(jobId=job_id),
+                                        platform_pb2.JobStatus)
+            except grpc.RpcError as e:
+                log.error("job %s: GetJob: %s", job_id, e.details())
+                return
+            rd = dict(have.spec.annotations)
+            rd_set, rd_remove, pg_patch, agreed = merge_annotations(
+                annotations(pg), rd, self.agreed.get(job_id, {}))
+            if rd.get(MANAGED_KEY) != MANAGED_BY:
+                rd_set[MANAGED_KEY] = MANAGED_BY
+            if not rd_set and not rd_remove:
+                break
+            request = platform_pb2.SetAnnotationsRequest(
+                jobId=job_id, expectedSeq=have.lastSeq, set=rd_set,
+                remove=rd_remove)
+            try:
+                self.rd.platform("SetAnnotations", request,
+                                 platform_pb2.Annotations)
+                break
+            except grpc.RpcError as e:
+                if e.code() != grpc.StatusCode.ABORTED:
+                    log.error("job %s: SetAnnotations: %s", job_id,
+                              e.details())
+                    return
+                # Somebody wrote in between: read again, decide again.
+        else:
+            log.warning("job %s: annotations still moving; next time", job_id)
+            return
+        patch_labels = {}
+        label = have.processRecoverLabel
+        if label in ("on", "pause") and labels(pg).get(ENABLE_LABEL) != label:
+            patch_labels[ENABLE_LABEL] = label
+        if patch_labels or pg_patch:
+            body = {"metadata": {}}
+            if patch_labels:
+                body["metadata"]["labels"] = patch_labels
+            if pg_patch:
+                body["metadata"]["annotations"] = pg_patch
+            ns, name = meta(pg)["namespace"], meta(pg)["name"]
+            try:
+                patched = with_retries(
+                    "patch podgroup %s/%s" % (ns, name),
+                    lambda: self.custom.patch_namespaced_custom_object(
+                        "scheduling.volcano.sh", "v1beta1", ns, "podgroups",
+                        name, body))
+                if isinstance(patched, dict):
+                    self.podgroups.store(patched)
+            except Exception as e:  # noqa: BLE001
+                log.error("job %s: patching PodGroup %s/%s failed: %s",
+                          job_id, ns, name, e)
+                return
+        self.agreed[job_id] = agreed
+        if have.resetJson:
+            ns, name = self.managed[job_id]
+            self.write_reset(ns, name, have.resetJson)
+        self.track_release(job_id, have)
+
+    def track_release(self, job_id, have):
+        """§4.6: a flow's fault nodes go into fault-job-info in its
+        global-fault step; the entry goes `release_clear_delay` after a
+        recover success (or the job's deletion)."""
+        if have.uuid and have.recoveryState == "NotifyGlobalFaultState" \
+                and self.released.get(job_id) != have.uuid:
+            nodes = {meta(n)["name"]: n for n in self.nodes.snapshot()}
+            entry = release_entry(have.spec, fault_ranks(have), nodes,
+                                  int(time.time()))
+            if entry is not None and self.write_release(job_id, entry):
+                self.released[job_id] = have.uuid
+        elif job_id in self.released and not have.uuid \
+                and have.lastOutcome == "recover-success":
+            self.schedule_release_clear(job_id)
+
+    def schedule_release_clear(self, job_id):
+        self.released.pop(job_id, None)
+        timer = threading.Timer(self.release_clear_delay, self.enqueue,
+                                (("unrelease", job_id),))
+        timer.daemon = True
+        timer.start()
+
+    def write_release(self, job_id, entry):
+        """Sets (entry) or removes (None) the job's key of fault-job-info,
+        creating the ConfigMap if missing; three attempts."""
+        for _ in range(3):
+            try:
+                try:
+                    cm = json.loads(self.core.read_namespaced_config_map(
+                        RELEASE_NAME, RELEASE_NS, _preload_content=False).data)
+                except kubernetes.client.exceptions.ApiException as e:
+                    if e.status != 404:
+                        raise
+                    if entry is None:
+                        return True
+                    self.core.create_namespaced_config_map(RELEASE_NS, {
+                        "metadata": {"name": RELEASE_NAME,
+                                     "namespace": RELEASE_NS},
+                        "data": {job_id: json.dumps(
+                            entry, separators=(",", ":"))}})
+                    return True
+                data = cm.get("data") or {}
+                if entry is None:
+                    if job_id not in data:
+                        return True
+                    del data[job_id]
+                else:
+                    data[job_id] = json.dumps(entry, separators=(",", ":"))
+                cm["data"] = data
+                self.core.replace_namespaced_config_map(RELEASE_NAME,
+                                                        RELEASE_NS, cm)
+                log.info("job %s: %s %s/%s", job_id,
+                         "released in" if entry else "removed from",
+                         RELEASE_NS, RELEASE_NAME)
+                return True
+            except kubernetes.client.exceptions.ApiException as e:
+                if e.status != 409:
+                    log.error("%s/%s: %s %s", RELEASE_NS, RELEASE_NAME,
+                              e.status, e.reason)
+                    return False
+        return False
+
+    def write_reset(self, namespace, job_name, document, keep_retry_time=False):
+        """§4.5: GET, then Update with the old metadata (labels and
+        resourceVersion kept, so a concurrent writer makes it a conflict),
+        data exactly reset.json and checkCode."""
+        name = "reset-config-" + job_name
+        for _ in range(3):
+            try:
+                cm = self.core.read_namespaced_config_map(
+                    name, namespace, _preload_content=False)
+                cm = json.loads(cm.data)
+            except kubernetes.client.exceptions.ApiException as e:
+                if e.status == 404:
+                    log.warning("%s/%s does not exist: the reset document "
+                                "is not published (create it with the job)",
+                                namespace, name)
+                else:
+                    log.error("%s/%s: %s %s", namespace, name, e.status,
+                              e.reason)
+                return
+            old = (cm.get("data") or {}).get("reset.json")
+            if old is None:
+                log.error("%s/%s has no reset.json key", namespace, name)
+                return
+            if keep_retry_time:
+                try:
+                    doc = json.loads(document)
+                    doc["RetryTime"] = json.loads(old).get("RetryTime", 0)
+                    document = json.dumps(doc, separators=(",", ":"))
+                except (ValueError, AttributeError):
+                    pass
+            if old == document or reset_untouched(old, document):
+                return
+            if not reset_writable(old):
+                log.warning("%s/%s: a rank's policy is reset/restart; not "
+                            "written", namespace, name)
+                return
+            cm["data"] = {"reset.json": document,
+                          "checkCode": hashlib.sha256(
+                              document.encode()).hexdigest()}
+            try:
+                self.core.replace_namespaced_config_map(name, namespace, cm)
+                return
+            except kubernetes.client.exceptions.ApiException as e:
+                if e.status != 409:
+                    log.error("%s/%s: update: %s %s", namespace, name,
+                              e.status, e.reason)
+                    return
+        log.error("%s/%s: still conflicting after 3 attempts", namespace,
+                  name)
+
+    def sync_nodes(self):
+        """§4.4: NodeHealthyStatus=UnHealthy on the nodes a stress test
+        isolated; removed once an operator clears them in recoverd (only
+        where recoverd-kube put it)."""
+        try:
+            reply = self.rd.platform("ListNodeHealth",
+                                     platform_pb2.ListNodeHealthRequest(),
+                                     platform_pb2.ListNodeHealthResponse)
+        except grpc.RpcError as e:
+            log.error("ListNodeHealth: %s", e.details())
+            return
+        bad = {n.node for n in reply.nodes}
+        for node in self.nodes.snapshot():
+            name, ann = meta(node)["name"], annotations(node)
+            if name in bad and ann.get(NODE_HEALTH_KEY) != "UnHealthy":
+                body = {NODE_HEALTH_KEY: "UnHealthy",
+                        NODE_HEALTH_OWNER: MANAGED_BY}
+            elif name not in bad and ann.get(NODE_HEALTH_OWNER) == MANAGED_BY:
+                body = {NODE_HEALTH_KEY: None, NODE_HEALTH_OWNER: None}
+            else:
+                continue
+            try:
+                with_retries("patch node " + name,
+                             lambda: self.core.patch_node(
+                                 name, {"metadata": {"annotations": body}}))
+            except Exception as e:  # noqa: BLE001
+                log.error("node %s: patch failed: %s", name, e)
+
+    def delete_orphans(self):
+        """Jobs this adapter put whose PodGroup went while it was away."""
+        try:
+            jobs = self.rd.platform("ListJobs", platform_pb2.ListJobsRequest(),
+                                    platform_pb2.ListJobsResponse).jobs
+        except grpc.RpcError as e:
+            log.error("ListJobs: %s", e.details())
+            return
+        for job in jobs:
+            if self.podgroup_of(job.jobId) is not None:
+                continue
+            try:
+                have = self.rd.platform("GetAnnotations",
+                                        platform_pb2.JobRef(jobId=job.jobId),
+                                        platform_pb2.Annotations)
+            except grpc.RpcError:
+                continue
+            if have.annotations.get(MANAGED_KEY) == MANAGED_BY:
+                self.managed[job.jobId] = (job.namespace, job.name)
+                self.enqueue(("job", job.jobId))
+
+    def follow_recoverd(self):
+        """recoverd's event stream: every event of a job is a reason to
+        write its state back. Reconnects with a full resync."""
+        backoff = 1
+        while True:
+            try:
+                for record in self.rd.watch_events():
+                    backoff = 1
+                    self.enqueue(("back", record.jobId))
+                    if record.kind in ("flow_stepped", "job_deleted"):
+                        self.enqueue(("nodes",))
+            except grpc.RpcError as e:
+                log.warning("recoverd event stream: %s; reconnecting in %d s",
+                            e.details() or e.code().name, backoff)
+            time.sleep(backoff)
+            backoff = min(backoff * 2, 30)
+            self.enqueue(("all",))
+
+    def handle(self, item):
+        if item[0] == "job":
+            self.sync_job(item[1])
+        elif item[0] == "back":
+            if item[1] in self.managed:
+                self.write_back(item[1])
+        elif item[0] == "cm":
+            self.fault_cm_changed(item[1][0], item[1][1], item[2])
+        elif item[0] == "nodes":
+            self.sync_nodes()
+        elif item[0] == "unrelease":
+            if item[1] not in self.released:
+                self.write_release(item[1], None)
+        elif item[0] in ("all", "resync"):
+            if item[0] == "all":
+                # recoverd may have been away: say everything again.
+                self.put_specs.clear()
+                self.sent_faults.clear()
+            for pg in self.podgroups.snapshot():
+                self.enqueue(("job", job_id_of(pg)))
+            self.delete_orphans()
+            self.enqueue(("nodes",))
+
+    def run(self):
+        for informer in self.informers:
+            informer.start()
+        for informer in self.informers:
+            informer.synced.wait()
+        threading.Thread(target=self.follow_recoverd, name="recoverd-events",
+                         daemon=True).start()
+        self.enqueue(("all",))
+        last_resync = time.monotonic()
+        while True:
+            try:
+                item = self.queue.get(timeout=1)
+            except queue.Empty:
+                item = None
+            if item is not None:
+                with self.pending_lock:
+                    self.pending.discard(item)
+                try:
+                    self.handle(item)
+                except Exception:  # noqa: BLE001 - never let one item kill us
+                    log.exception("while handling %s", item)
+            if time.monotonic() - last_resync > self.resync_seconds:
+                last_resync = time.monotonic()
+                self.enqueue(("resync",))
+
+
+def main(argv=None, version="unknown"):
+    parser = argparse.ArgumentParser(
+        prog="recoverd-kube",
+        description="Keeps recoverd in step with a Kubernetes cluster: "
+        "PodGroups, pods and fault ConfigMaps in; labels, annotations, the "
+        "reset ConfigMap and node health out.")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--kubeconfig", metavar="FILE",
+                       help="kubeconfig file of the cluster")
+    where.add_argument("--in-cluster", action="store_true",
+                       help="use the pod's service account")
+    parser.add_argument("--recoverd", metavar="ADDR",
+                        help="recoverd's control address, e.g. "
+                        "recoverd-control.mindx-dl:8900")
+    parser.add_argument("--namespace", metavar="NS",
+                        help="only PodGroups and pods of this namespace")
+    parser.add_argument("--ca", help="CA of recoverd's TLS certificate")
+    parser.add_argument("--cert", help="client certificate for mTLS")
+    parser.add_argument("--key", help="client key for mTLS")
+    parser.add_argument("--token-file", metavar="FILE",
+                        help="file holding a bearer token for recoverd")
+    parser.add_argument("--resync-seconds", type=float, default=30,
+                        help="full resync period (default 30)")
+    parser.add_argument("--release-clear-delay", type=float, default=10,
+                        metavar="SECONDS",
+                        help="how long a job's fault-job-info entry stays "
+                        "after a recover success or its deletion (default 10, "
+                        "as ClusterD)")
+    parser.add_argument("--log-level", default="info",
+                        choices=("debug", "info", "warning", "error"))
+    parser.add_argument("--version", action="version",
+                        version="recoverd-kube " + version)
+    args = parser.parse_args(argv)
+    if not args.recoverd:
+        parser.error("--recoverd ADDR is required")
+    if not args.kubeconfig and not args.in_cluster:
+        parser.error("one of --kubeconfig FILE or --in-cluster is required")
+    if bool(args.cert) != bool(args.key):
+        parser.error("--cert and --key go together")
+    logging.basicConfig(
+        level=getattr(logging, args.log_level.upper()),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.in_cluster:
+        kubernetes.config.load_incluster_config()
+    else:
+        kubernetes.config.load_kube_config(config_file=args.kubeconfig)
+    token = None
+    if args.token_file:
+        with open(args.token_file, encoding="utf-8") as f:
+            token = f.read().strip()
+    api = kubernetes.client.ApiClient()
+    adapter = Adapter(kubernetes.client.CoreV1Api(api),
+                      kubernetes.client.CustomObjectsApi(api),
+                      Recoverd(args.recoverd, args.ca, args.cert, args.key,
+                               token),
+                      namespace=args.namespace,
+                      resync_seconds=args.resync_seconds,
+                      release_clear_delay=args.release_clear_delay)
+    log.info("recoverd-kube %s: recoverd at %s", version, args.recoverd)
+    try:
+        adapter.run()
+    except KeyboardInterrupt:
+        pass
+    return 0
