@@ -219,6 +219,57 @@ TEST_CASE("a normal fault: stopTrain, then globalFault over the whole pod") {
   CHECK(m.rec.job.reset_json.find("\"RankId\":15") != std::string::npos);
 }
 
+TEST_CASE("a fault pod replaced since it became one is not told to exit; "
+          "its ranks stay faults") {
+  machine m;
+  m.fault({{"0", "1"}, {"8", "1"}});
+  m.deliver(); // stopTrain
+  MESSAGE("pod 1 runs again under a new uid before the globalFault");
+  m.spec.pods[1].uid = "j-pod-1-replacement";
+  flow_input changed;
+  changed.name = ev::job_changed;
+  m.feed(changed);
+  m.report(report_kind::stop);
+  REQUIRE(m.rec.flow.outbox);
+  auto global = *m.rec.flow.outbox;
+  CHECK(global.signal_type == "globalFault");
+  CHECK(global.node_rank_ids == std::vector<std::string>{"0"});
+  REQUIRE(global.fault_ranks.size() == 16);
+  CHECK(global.fault_ranks.back().rank_id == "15");
+  MESSAGE("the pod stays a fault pod: its rescheduling is still seen");
+  CHECK(m.rec.flow.fault_pods.count(1) == 1);
+}
+
+TEST_CASE("preExitProcess leaves out a pod the snapshot saw under another "
+          "uid; with no pod left nothing is sent") {
+  machine m;
+  flow_input in;
+  in.name = ev::pre_exit;
+  in.now_ms = m.now;
+  in.fresh_uuid = "pre";
+  in.faults = {{"0", "1"}, {"8", "1"}};
+  std::vector<device_fault> snapshot{{"n0", "0", {"81078603"}, "", "j-pod-0"},
+                                     {"n1", "0", {"81078603"}, "", "old"}};
+  auto s = step(m.rec, m.spec, m.init, in, m.waits, snapshot);
+  REQUIRE(s);
+  REQUIRE(s->side_signals.size() == 1);
+  CHECK(s->side_signals[0].node_rank_ids == std::vector<std::string>{"0"});
+  CHECK(s->side_signals[0].fault_ranks.size() == 2);
+  MESSAGE("without pod uids: both pods");
+  snapshot[1].pod_uid.clear();
+  s = step(m.rec, m.spec, m.init, in, m.waits, snapshot);
+  REQUIRE(s);
+  REQUIRE(s->side_signals.size() == 1);
+  CHECK(s->side_signals[0].node_rank_ids
+        == std::vector<std::string>{"0", "1"});
+  MESSAGE("only the replaced pod: nothing");
+  in.faults = {{"8", "1"}};
+  snapshot[1].pod_uid = "old";
+  s = step(m.rec, m.spec, m.init, in, m.waits, snapshot);
+  REQUIRE(s);
+  CHECK(s->side_signals.empty());
+}
+
 TEST_CASE("stop-complete 404 kills the job") {
   machine m;
   m.fault({{"8", "1"}});
