@@ -72,16 +72,6 @@ wire_faults(const job_spec& spec, const rank_index& ranks, bool retry_allowed,
   return result;
 }
 
-// The key of a device in a job: its node and its id on that node.
-std::string device_key(const std::string& node, const std::string& dev) {
-  std::string result;
-  result.reserve(node.size() + dev.size() + 1);
-  result += node;
-  result += '\0'; // neither a node name nor a device id holds one
-  result += dev;
-  return result;
-}
-
 std::string quoted(const std::string& x) {
   return "\"" + excerpt(x) + "\"";
 }

@@ -40,16 +40,6 @@ std::string quoted(const std::string& x) {
   return "\"" + excerpt(x) + "\"";
 }
 
-// The key of a device in a job: its node and its id on that node.
-std::string device_key(const std::string& node, const std::string& dev) {
-  std::string result;
-  result.reserve(node.size() + dev.size() + 1);
-  result += node;
-  result += '\0'; // neither a node name nor a device id holds one
-  result += dev;
-  return result;
-}
-
 bool same_faults(const std::vector<device_fault>& xs,
                  const std::vector<device_fault>& ys) {
   auto key = [](const device_fault& f) {
