@@ -635,6 +635,32 @@ TEST_CASE("recover-in-place: software-fault pods restart in place; a pod with "
   CHECK_FALSE(n.rec.flow.restart_in_place);
 }
 
+TEST_CASE("recover-in-place: a node-level fault makes the pod exit; a "
+          "NotHandleFault does not") {
+  auto checked_with = [](std::vector<device_fault> faults) {
+    machine m{{"recover-in-place", "recover", "dump"}};
+    flow_input in;
+    in.name = ev::fault_occur;
+    in.kind = report_kind::process;
+    in.faults = {{"8", "1"}};
+    m.feed(in);
+    m.deliver();
+    m.report(report_kind::stop);
+    flow_input checked;
+    checked.name = ev::in_place_checked;
+    checked.now_ms = m.now;
+    checked.fresh_uuid = "x";
+    auto s = step(m.rec, m.spec, m.init, checked, m.waits, faults);
+    REQUIRE(s);
+    REQUIRE(s->after.flow.outbox);
+    return s->after.flow.outbox->node_rank_ids;
+  };
+  CHECK(checked_with({{"n1", "", {"81078603"}, ""}})
+        == std::vector<std::string>{"1"});
+  CHECK(checked_with({{"n1", "0", {"81078603"}, "NotHandleFault"}}).empty());
+  CHECK(checked_with({{"n0", "", {"81078603"}, ""}}).empty());
+}
+
 TEST_CASE("R4: a dump-only job takes the dying-gasp dump") {
   machine m{{"dump"}};
   m.fault({{"8", "1"}});
