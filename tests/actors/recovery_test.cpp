@@ -588,8 +588,11 @@ TEST_CASE("no scale-in when pod 0 is faulty or the agent cannot downgrade") {
   CHECK(n.rec.flow.outbox->change_strategy == "exit");
 }
 
-TEST_CASE("recover-in-place: software-fault pods restart in place; a pod with "
-          "a device fault must exit") {
+namespace {
+
+// A software fault on rank 8 of a recover-in-place job, up to the in-place
+// check.
+machine in_place_up_to_check() {
   machine m{{"recover-in-place", "recover", "dump"}};
   flow_input in;
   in.name = ev::fault_occur;
@@ -598,6 +601,27 @@ TEST_CASE("recover-in-place: software-fault pods restart in place; a pod with "
   m.feed(in);
   m.deliver();
   m.report(report_kind::stop);
+  return m;
+}
+
+// The same through the in-place check that sees the fault center's
+// `faults`: the machine after it.
+recovery in_place_checked_with(std::vector<device_fault> faults) {
+  auto m = in_place_up_to_check();
+  flow_input checked;
+  checked.name = ev::in_place_checked;
+  checked.now_ms = m.now;
+  checked.fresh_uuid = "x";
+  auto s = step(m.rec, m.spec, m.init, checked, m.waits, faults);
+  REQUIRE(s);
+  return s->after;
+}
+
+} // namespace
+
+TEST_CASE("recover-in-place: software-fault pods restart in place; a pod with "
+          "a device fault must exit") {
+  auto m = in_place_up_to_check();
   CHECK(m.rec.flow.deadline_event == ev::in_place_checked);
   flow_input checked;
   checked.name = ev::in_place_checked;
@@ -617,48 +641,24 @@ TEST_CASE("recover-in-place: software-fault pods restart in place; a pod with "
   CHECK(m.rec.flow.outbox->node_rank_ids == std::vector<std::string>{"1"});
 
   MESSAGE("the same with a device fault on the pod's node: it must exit");
-  machine n{{"recover-in-place", "recover", "dump"}};
-  n.feed(in);
-  n.deliver();
-  n.report(report_kind::stop);
-  std::vector<device_fault> faults{{"n1", "0", {"81078603"}, ""}};
-  flow_input checked2;
-  checked2.name = ev::in_place_checked;
-  checked2.now_ms = n.now;
-  checked2.fresh_uuid = "x";
-  auto s2 = step(n.rec, n.spec, n.init, checked2, n.waits, faults);
-  REQUIRE(s2);
-  n.rec = s2->after;
-  REQUIRE(n.rec.flow.outbox);
-  CHECK(n.rec.flow.outbox->node_rank_ids == std::vector<std::string>{"1"});
-  CHECK(n.rec.flow.outbox->fault_ranks.size() == 8);
-  CHECK_FALSE(n.rec.flow.restart_in_place);
+  auto n = in_place_checked_with({{"n1", "0", {"81078603"}, ""}});
+  REQUIRE(n.flow.outbox);
+  CHECK(n.flow.outbox->node_rank_ids == std::vector<std::string>{"1"});
+  CHECK(n.flow.outbox->fault_ranks.size() == 8);
+  CHECK_FALSE(n.flow.restart_in_place);
 }
 
 TEST_CASE("recover-in-place: a node-level fault makes the pod exit; a "
           "NotHandleFault does not") {
-  auto checked_with = [](std::vector<device_fault> faults) {
-    machine m{{"recover-in-place", "recover", "dump"}};
-    flow_input in;
-    in.name = ev::fault_occur;
-    in.kind = report_kind::process;
-    in.faults = {{"8", "1"}};
-    m.feed(in);
-    m.deliver();
-    m.report(report_kind::stop);
-    flow_input checked;
-    checked.name = ev::in_place_checked;
-    checked.now_ms = m.now;
-    checked.fresh_uuid = "x";
-    auto s = step(m.rec, m.spec, m.init, checked, m.waits, faults);
-    REQUIRE(s);
-    REQUIRE(s->after.flow.outbox);
-    return s->after.flow.outbox->node_rank_ids;
+  auto exits = [](std::vector<device_fault> faults) {
+    auto after = in_place_checked_with(std::move(faults));
+    REQUIRE(after.flow.outbox);
+    return after.flow.outbox->node_rank_ids;
   };
-  CHECK(checked_with({{"n1", "", {"81078603"}, ""}})
+  CHECK(exits({{"n1", "", {"81078603"}, ""}})
         == std::vector<std::string>{"1"});
-  CHECK(checked_with({{"n1", "0", {"81078603"}, "NotHandleFault"}}).empty());
-  CHECK(checked_with({{"n0", "", {"81078603"}, ""}}).empty());
+  CHECK(exits({{"n1", "0", {"81078603"}, "NotHandleFault"}}).empty());
+  CHECK(exits({{"n0", "", {"81078603"}, ""}}).empty());
 }
 
 TEST_CASE("R4: a dump-only job takes the dying-gasp dump") {
