@@ -139,8 +139,8 @@ using job_actor = caf::typed_actor<
   caf::replies_to<get_atom, annots_atom>::with<annotations_view>,
   // WatchAnnotations: pushes the current view, then every change.
   caf::replies_to<watch_atom, annotations_sink_ptr>::with<ok_atom>,
-  // ReportDeviceFaults for this job.
-  caf::replies_to<faults_atom, job_device_faults>::with<ok_atom>,
+  // ReportDeviceFaults for this job; names the entries it skipped.
+  caf::replies_to<faults_atom, job_device_faults>::with<device_faults_outcome>,
   // Recover.Init.
   caf::replies_to<init_atom, client_info>::with<biz_status>,
   // Recover.Register; the flag says whether the registry's cap is reached.
@@ -200,7 +200,7 @@ using job_registry_actor = caf::typed_actor<
                   uint64_t>::with<annotations_view>,
   caf::replies_to<get_atom, annots_atom, std::string>::with<annotations_view>,
   caf::replies_to<watch_atom, std::string, annotations_sink_ptr>::with<ok_atom>,
-  caf::replies_to<faults_atom, job_device_faults>::with<ok_atom>,
+  caf::replies_to<faults_atom, job_device_faults>::with<device_faults_outcome>,
   caf::replies_to<init_atom, client_info>::with<biz_status>,
   caf::replies_to<register_atom, client_info>::with<biz_status>,
   caf::replies_to<subscribe_atom, client_info, signal_sink_ptr>::with<ok_atom>,

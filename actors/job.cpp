@@ -91,18 +91,20 @@ void take_report(self_ptr self, flow_input in, Respond respond) {
 }
 
 // Decides `cmd`, commits its events, then replies through `rp` with
-// `reply()` evaluated after the events are applied, then runs `after()`.
+// `reply(decision)` (its events moved out) evaluated after the events are
+// applied, then runs `after()`.
 template <class T, class Reply, class After>
 caf::result<T> handle(self_ptr self, command cmd, Reply reply, After after) {
   auto d = decide(self->state.model, cmd);
   if (!d)
     return to_error(d.error());
   auto rp = self->make_response_promise<T>();
-  auto status = d->status;
+  auto events = std::move(d->events);
+  d->events.clear();
   commit(
-    self, std::move(d->events),
-    [=]() mutable {
-      rp.deliver(reply(status));
+    self, std::move(events),
+    [=, done = std::move(*d)]() mutable {
+      rp.deliver(reply(done));
       after();
     },
     [=](caf::error& err) mutable { rp.deliver(err); });
@@ -119,7 +121,7 @@ caf::result<put_result> put_job(self_ptr self, job_spec spec, std::string by) {
   bool created = !self->state.model.exists;
   self->state.caller = std::move(by);
   return handle<put_result>(
-    self, put_cmd{std::move(spec)}, [=](const biz_status&) {
+    self, put_cmd{std::move(spec)}, [=](const decision&) {
       const auto& st = self->state;
       return put_result{created, to_status(st.model, st.subscriber != nullptr)};
     });
@@ -130,7 +132,7 @@ caf::result<annotations_view> annotate(self_ptr self, annotate_cmd cmd) {
   if (!self->state.model.exists)
     return unknown(self->state.model);
   self->state.caller = cmd.by;
-  return handle<annotations_view>(self, std::move(cmd), [=](const biz_status&) {
+  return handle<annotations_view>(self, std::move(cmd), [=](const decision&) {
     return to_annotations_view(self->state.model);
   });
 }
@@ -143,7 +145,7 @@ caf::result<uint64_t> remove_job(self_ptr self, std::string by) {
   st.caller = std::move(by);
   return handle<uint64_t>(
     self, delete_cmd{st.live_generation},
-    [=](const biz_status&) { return self->state.model.seq; });
+    [=](const decision&) { return self->state.model.seq; });
 }
 
 // Starts an operator action: validation and start are one step of this
@@ -336,7 +338,8 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
         st.watchers.push_back(std::move(sink));
       return ok_atom::value;
     },
-    [=](faults_atom, job_device_faults& faults) -> caf::result<ok_atom> {
+    [=](faults_atom,
+        job_device_faults& faults) -> caf::result<device_faults_outcome> {
       auto& st = self->state;
       if (!st.model.exists)
         return unknown(st.model);
@@ -346,15 +349,17 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
       faults_cmd cmd{std::move(faults), flow_input{}, st.cfg.waits};
       cmd.then->now_ms = st.cfg.clock();
       cmd.then->fresh_uuid = new_uuid(self);
-      return handle<ok_atom>(self, std::move(cmd),
-                             [](const biz_status&) { return ok_atom::value; });
+      return handle<device_faults_outcome>(
+        self, std::move(cmd), [](const decision& d) {
+          return device_faults_outcome{d.ignored};
+        });
     },
     [=](init_atom, client_info& client) -> caf::result<biz_status> {
       if (!self->state.model.exists)
         return biz_status{502, "job(uid=" + client.job_id + ") is not known"};
       self->state.caller = client.identity;
       return handle<biz_status>(self, init_cmd{std::move(client)},
-                                [](const biz_status& s) { return s; });
+                                [](const decision& d) { return d.status; });
     },
     [=](register_atom, client_info& client,
         bool cap_reached) -> caf::result<biz_status> {
@@ -364,7 +369,7 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
       self->state.caller = client.identity;
       return handle<biz_status>(self,
                                 register_cmd{std::move(client), cap_reached},
-                                [](const biz_status& s) { return s; });
+                                [](const decision& d) { return d.status; });
     },
     [=](subscribe_atom, client_info& client,
         signal_sink_ptr& sink) -> caf::result<ok_atom> {

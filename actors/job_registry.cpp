@@ -456,7 +456,8 @@ job_registry(job_registry_actor::stateful_pointer<job_registry_state> self,
         return self->delegate(*hdl, watch_atom::value, std::move(sink));
       return unknown_job(id);
     },
-    [=](faults_atom, job_device_faults& faults) -> caf::result<ok_atom> {
+    [=](faults_atom,
+        job_device_faults& faults) -> caf::result<device_faults_outcome> {
       if (auto* hdl = find(self, faults.job_id))
         return self->delegate(*hdl, faults_atom::value, std::move(faults));
       return unknown_job(faults.job_id);

@@ -32,7 +32,13 @@ typename Inspector::result_type inspect(Inspector& f, job_spec& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, device_fault& x) {
   return f(caf::meta::type_name("device_fault"), x.node_name, x.device_id,
-           x.fault_codes, x.fault_level);
+           x.fault_codes, x.fault_level, x.pod_uid);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f,
+                                        device_faults_outcome& x) {
+  return f(caf::meta::type_name("device_faults_outcome"), x.ignored);
 }
 
 template <class Inspector>

@@ -64,7 +64,7 @@ void to_proto(const job_spec& x, pb::JobSpec& out) {
 
 device_fault from_proto(const pb::DeviceFault& x) {
   return {x.nodename(), x.deviceid(), to_vector(x.faultcodes()),
-          x.faultlevel()};
+          x.faultlevel(), x.poduid()};
 }
 
 void to_proto(const device_fault& x, pb::DeviceFault& out) {
@@ -73,6 +73,7 @@ void to_proto(const device_fault& x, pb::DeviceFault& out) {
   for (const auto& c : x.fault_codes)
     out.add_faultcodes(c);
   out.set_faultlevel(x.fault_level);
+  out.set_poduid(x.pod_uid);
 }
 
 job_device_faults from_proto(const pb::JobDeviceFaults& x) {

@@ -272,22 +272,28 @@ grpc::ServerUnaryReactor* platform_service::ReportDeviceFaults(
        grpc::ServerUnaryReactor* reactor, pb::ReportDeviceFaultsResponse* resp,
        std::vector<job_device_faults> entries) {
       auto remaining = std::make_shared<size_t>(entries.size());
-      auto answer = [=](size_t i, const caf::error& err) {
+      auto answer = [=](size_t i, const caf::error& err,
+                        const device_faults_outcome& outcome) {
         auto* result = resp->mutable_results(static_cast<int>(i));
         result->set_accepted(!err);
         if (err)
           result->set_error(to_grpc_status(err).error_message());
+        for (const auto& line : outcome.ignored)
+          result->add_ignored(line);
         if (--*remaining == 0)
           reactor->Finish(grpc::Status::OK);
       };
       for (size_t i = 0; i < entries.size(); ++i) {
         if (auto err = to_error(validate_job_id(entries[i].job_id))) {
-          answer(i, err);
+          answer(i, err, {});
           continue;
         }
         self->request(registry, edge_timeout, faults_atom::value, entries[i])
-          .then([=](ok_atom) { answer(i, caf::none); },
-                [=](caf::error& err) { answer(i, err); });
+          .then(
+            [=](device_faults_outcome& outcome) {
+              answer(i, caf::none, outcome);
+            },
+            [=](caf::error& err) { answer(i, err, {}); });
       }
     },
     registry_, reactor, resp, std::move(entries));

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <unordered_map>
 
 #include "actors/model/machines/machine.hpp"
 #include "actors/model/text.hpp"
@@ -23,15 +24,33 @@ const device* device_on(const job_spec& spec, const rank_index& ranks,
   return nullptr;
 }
 
-// Global rank -> wire type of a snapshot; a normal fault wins over a retry
-// fault on the same rank.
+// The entry is a fault for recovery in a job of `health` (spec §3.4 gates
+// 1 and 4).
+bool counts(const device_fault& f, const std::string& health) {
+  switch (classify_level(f.fault_level)) {
+    case level_class::no_fault:
+    case level_class::not_handled: return false;
+    case level_class::sub_health: return health == "SubHealthy";
+    case level_class::fault:
+    case level_class::unknown: return true;
+  }
+  return true;
+}
+
+// Global rank -> wire type of a snapshot of `health`; a normal fault wins
+// over a retry fault on the same rank.
 std::map<std::string, fault_type>
 wire_faults(const job_spec& spec, const rank_index& ranks, bool retry_allowed,
-            const std::vector<device_fault>& faults) {
+            const std::vector<device_fault>& faults,
+            const std::string& health) {
   std::map<std::string, fault_type> result;
+  auto add = [&](const std::string& rank, fault_type type) {
+    auto [slot, added] = result.emplace(rank, type);
+    if (!added && type == fault_type::normal)
+      slot->second = type;
+  };
   for (const auto& f : faults) {
-    const auto* d = device_on(spec, ranks, f.node_name, f.device_id);
-    if (d == nullptr)
+    if (!counts(f, health))
       continue;
     auto type = fault_type::normal;
     for (const auto& code : f.fault_codes) {
@@ -40,11 +59,21 @@ wire_faults(const job_spec& spec, const rank_index& ranks, bool retry_allowed,
       else if (retry_allowed && code.find("8C1F860B") != std::string::npos)
         type = fault_type::network;
     }
-    auto [slot, added] = result.emplace(d->rank_id, type);
-    if (!added && type == fault_type::normal)
-      slot->second = type;
+    if (f.device_id.empty()) {
+      // A node-level fault: every rank of the job on the node.
+      for (auto i : ranks.pods_on(f.node_name))
+        for (const auto& d : spec.pods[i].devices)
+          add(d.rank_id, type);
+    } else if (const auto* d
+               = device_on(spec, ranks, f.node_name, f.device_id)) {
+      add(d->rank_id, type);
+    }
   }
   return result;
+}
+
+std::string quoted(const std::string& x) {
+  return "\"" + excerpt(x) + "\"";
 }
 
 bool provoked_by_stress(const std::string& code) {
@@ -79,6 +108,109 @@ without_stress_codes(const recovery& rec, const job_spec& spec,
 }
 
 } // namespace
+
+level_class classify_level(const std::string& level) {
+  static const std::map<std::string, level_class, std::less<>> known = {
+    {"", level_class::fault},
+    {"ManuallySeparateNPU", level_class::fault},
+    {"SeparateNPU", level_class::fault},
+    {"PreSeparateNPU", level_class::not_handled},
+    {"RestartNPU", level_class::fault},
+    {"FreeRestartNPU", level_class::fault},
+    {"RestartBusiness", level_class::fault},
+    {"RestartRequest", level_class::fault},
+    {"SubHealthFault", level_class::sub_health},
+    {"NotHandleFault", level_class::not_handled},
+    {"NormalNPU", level_class::no_fault},
+    {"NormalNetwork", level_class::no_fault},
+  };
+  auto i = known.find(level);
+  return i == known.end() ? level_class::unknown : i->second;
+}
+
+std::string health_of(const std::vector<device_fault>& faults) {
+  bool sub_health = false;
+  for (const auto& f : faults) {
+    auto c = classify_level(f.fault_level);
+    if (c == level_class::fault || c == level_class::unknown)
+      return "UnHealthy";
+    sub_health = sub_health || c == level_class::sub_health;
+  }
+  return sub_health ? "SubHealthy" : "Healthy";
+}
+
+expected<checked_snapshot> check_snapshot(const job_spec& spec,
+                                          const job_device_faults& x,
+                                          const rank_index* ranks) {
+  const auto& hs = x.health_state;
+  if (!hs.empty() && hs != "Healthy" && hs != "SubHealthy"
+      && hs != "UnHealthy")
+    return fail(errc::invalid_argument,
+                "healthState: unknown value " + quoted(hs)
+                  + " (allowed: Healthy, SubHealthy, UnHealthy, or empty to "
+                    "compute it from the fault levels)");
+  rank_index local;
+  if (ranks == nullptr) {
+    local = rank_index{spec};
+    ranks = &local;
+  }
+  // One pass over the topology, one lookup per fault: linear in both (a
+  // scan of the topology per fault took 11 s for 100k faults).
+  std::unordered_map<std::string, const pod*> holder;
+  if (!x.faults.empty())
+    for (const auto& p : spec.pods)
+      for (const auto& d : p.devices)
+        holder.emplace(device_key(p.node_name, d.device_id), &p);
+  checked_snapshot result;
+  for (size_t i = 0; i < x.faults.size(); ++i) {
+    const auto& f = x.faults[i];
+    auto skip = [&](const std::string& why) {
+      result.ignored.push_back("faults[" + std::to_string(i) + "]: " + why);
+    };
+    auto level = classify_level(f.fault_level);
+    if (level == level_class::no_fault)
+      continue;
+    if (level == level_class::unknown) {
+      skip("unknown fault level " + quoted(f.fault_level));
+      continue;
+    }
+    if (f.fault_codes.empty()) {
+      skip("no fault codes");
+      continue;
+    }
+    if (f.device_id.empty()) {
+      const auto& on_node = ranks->pods_on(f.node_name);
+      if (on_node.empty()) {
+        skip("node " + quoted(f.node_name) + " runs no pod of the job");
+        continue;
+      }
+      if (!f.pod_uid.empty()
+          && std::none_of(on_node.begin(), on_node.end(), [&](uint32_t p) {
+               return spec.pods[p].uid == f.pod_uid;
+             })) {
+        skip("pod " + quoted(f.pod_uid) + " of node " + quoted(f.node_name)
+             + " was replaced (no pod of the job there has that uid)");
+        continue;
+      }
+    } else {
+      auto p = holder.find(device_key(f.node_name, f.device_id));
+      if (p == holder.end()) {
+        skip("device " + quoted(f.device_id) + " on node "
+             + quoted(f.node_name) + " is not in the job's topology");
+        continue;
+      }
+      if (!f.pod_uid.empty() && f.pod_uid != p->second->uid) {
+        skip("pod of node " + quoted(f.node_name) + " device "
+             + quoted(f.device_id) + " was replaced (uid " + quoted(f.pod_uid)
+             + " != " + quoted(p->second->uid) + ")");
+        continue;
+      }
+    }
+    result.kept.push_back(f);
+  }
+  result.health_state = hs.empty() ? health_of(result.kept) : hs;
+  return result;
+}
 
 expected<flow_event> classify_process_fault(
   const recovery& current, const job_spec& spec, const init_config& init,
@@ -117,7 +249,8 @@ fault_center_input(const recovery& current, const job_spec& spec,
                    const init_config& init,
                    const std::vector<device_fault>& before,
                    const std::vector<device_fault>& after,
-                   const std::string& health_state, const rank_index* ranks) {
+                   const std::string& health_state, const rank_index* ranks,
+                   const std::string& before_health) {
   if (health_state == "SubHealthy"
       && !(init.sub_healthy_strategy == "graceExit"
            && is_dump_only(spec, init)))
@@ -128,7 +261,11 @@ fault_center_input(const recovery& current, const job_spec& spec,
     ranks = &local;
   }
   bool retry = supports_retry(spec, init);
-  auto old_faults = wire_faults(spec, *ranks, retry, before);
+  // The previous snapshot's faults as that snapshot's health counted them
+  // (reference §4.1 step 4 keeps the previous converted set).
+  auto old_faults
+    = wire_faults(spec, *ranks, retry, before,
+                  before_health.empty() ? health_state : before_health);
   // Only a running stress test filters: otherwise the snapshot is used as is.
   bool stressing = current.flow.state == st::wait_stress_test_finished;
   std::vector<device_fault> filtered;
@@ -137,7 +274,8 @@ fault_center_input(const recovery& current, const job_spec& spec,
   std::vector<fault_rank> fresh;
   bool normal = false;
   for (const auto& [rank, type] :
-       wire_faults(spec, *ranks, retry, stressing ? filtered : after)) {
+       wire_faults(spec, *ranks, retry, stressing ? filtered : after,
+                   health_state)) {
     auto i = old_faults.find(rank);
     if (i != old_faults.end() && i->second == type)
       continue;

@@ -348,7 +348,8 @@ std::string describe(const event& ev) {
         std::string result = "fault center: " + x.health_state + ", "
           + std::to_string(x.faults.size()) + " device faults";
         for (const auto& f : x.faults)
-          result += " " + f.node_name + "/" + f.device_id + ":"
+          result += " " + f.node_name + "/"
+            + (f.device_id.empty() ? std::string{"*"} : f.device_id) + ":"
             + join(f.fault_codes, "+");
         return result;
       },

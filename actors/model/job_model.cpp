@@ -5,7 +5,6 @@
 #include <optional>
 #include <set>
 #include <unordered_map>
-#include <unordered_set>
 #include <utility>
 
 #include "actors/model/error.hpp"
@@ -41,20 +40,11 @@ std::string quoted(const std::string& x) {
   return "\"" + excerpt(x) + "\"";
 }
 
-// The key of a device in a job: its node and its id on that node.
-std::string device_key(const std::string& node, const std::string& dev) {
-  std::string result;
-  result.reserve(node.size() + dev.size() + 1);
-  result += node;
-  result += '\0'; // neither a node name nor a device id holds one
-  result += dev;
-  return result;
-}
-
 bool same_faults(const std::vector<device_fault>& xs,
                  const std::vector<device_fault>& ys) {
   auto key = [](const device_fault& f) {
-    return std::tie(f.node_name, f.device_id, f.fault_codes, f.fault_level);
+    return std::tie(f.node_name, f.device_id, f.fault_codes, f.fault_level,
+                    f.pod_uid);
   };
   if (xs.size() != ys.size())
     return false;
@@ -399,36 +389,21 @@ decide_step(const job_model& state, const flow_input& in, const timeouts& waits,
 
 expected<decision> decide_faults(const job_model& state,
                                  const faults_cmd& cmd) {
-  const auto& x = cmd.faults;
-  const auto& hs = x.health_state;
-  if (hs != "Healthy" && hs != "SubHealthy" && hs != "UnHealthy")
-    return bad("healthState",
-               "unknown value " + quoted(hs)
-                 + " (allowed: Healthy, SubHealthy, UnHealthy)");
-  if (auto err = check_device_fault_count(x.faults.size()))
+  if (auto err = check_device_fault_count(cmd.faults.faults.size()))
     return err;
-  // One pass over the topology, one lookup per fault: linear in both (a
-  // scan of the topology per fault took 11 s for 100k faults).
-  std::unordered_set<std::string> devices;
-  if (!x.faults.empty())
-    for (const auto& p : state.spec.pods)
-      for (const auto& d : p.devices)
-        devices.insert(device_key(p.node_name, d.device_id));
-  for (size_t i = 0; i < x.faults.size(); ++i) {
-    const auto& f = x.faults[i];
-    auto field = "faults[" + std::to_string(i) + "]";
-    if (f.fault_codes.empty())
-      return bad(field + ".faultCodes", "must not be empty");
-    if (devices.count(device_key(f.node_name, f.device_id)) == 0)
-      return bad(field,
-                 "device " + quoted(f.device_id) + " on node "
-                   + quoted(f.node_name) + " is not in the job's topology");
-  }
+  // Entry by entry: a stale or unknown device is skipped and reported, the
+  // job's other faults still count (spec §3.4).
+  auto checked = check_snapshot(state.spec, cmd.faults, state.ranks.get());
+  if (!checked)
+    return checked.error();
+  const auto& hs = checked->health_state;
+  const auto& kept = checked->kept;
   decision result;
+  result.ignored = std::move(checked->ignored);
   // The fault center repeats its snapshot about every second; only a change
   // is worth an event.
-  if (hs != state.health_state || !same_faults(x.faults, state.device_faults))
-    result.events.emplace_back(device_faults_reported{hs, x.faults});
+  if (hs != state.health_state || !same_faults(kept, state.device_faults))
+    result.events.emplace_back(device_faults_reported{hs, kept});
   else
     return result;
   if (!cmd.then || !state.registered)
@@ -437,14 +412,15 @@ expected<decision> decide_faults(const job_model& state,
   // sees the new snapshot, as it would once the snapshot is applied (the
   // snapshot event changes no part of the machine's state).
   auto [name, fresh] = fault_center_input(state.rec, state.spec, state.init,
-                                          state.device_faults, x.faults, hs,
-                                          state.ranks.get());
+                                          state.device_faults, kept, hs,
+                                          state.ranks.get(),
+                                          state.health_state);
   if (name == ev::none)
     return result;
   auto in = *cmd.then;
   in.name = name;
   in.faults = std::move(fresh);
-  auto e = decide_step(state, in, cmd.waits, x.faults);
+  auto e = decide_step(state, in, cmd.waits, kept);
   // A step the machine refuses leaves the snapshot recorded on its own.
   if (e && *e)
     result.events.emplace_back(std::move(**e));

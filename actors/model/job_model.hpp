@@ -171,6 +171,9 @@ using command
 struct decision {
   std::vector<event_body> events;
   biz_status status;
+  /// Parts of the input that were skipped without refusing it (the entries
+  /// of a fault-center snapshot, see `check_snapshot`), one line each.
+  std::vector<std::string> ignored = {};
 };
 
 /// Decides what `cmd` causes in `state`. Pure. An error means the input is

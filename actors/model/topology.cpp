@@ -36,4 +36,13 @@ rank_index_ptr make_rank_index(const job_spec& spec) {
   return std::make_shared<const rank_index>(spec);
 }
 
+std::string device_key(const std::string& node, const std::string& device_id) {
+  std::string result;
+  result.reserve(node.size() + device_id.size() + 1);
+  result += node;
+  result += '\0';
+  result += device_id;
+  return result;
+}
+
 } // namespace recoverd

@@ -59,4 +59,8 @@ using rank_index_ptr = std::shared_ptr<const rank_index>;
 /// Builds the shared index of `spec`.
 rank_index_ptr make_rank_index(const job_spec& spec);
 
+/// The key of a device in a job: its node and its id on that node, joined
+/// by a NUL (neither a node name nor a device id holds one).
+std::string device_key(const std::string& node, const std::string& device_id);
+
 } // namespace recoverd

@@ -51,17 +51,30 @@ struct job_spec {
 /// One device fault as the fault center reports it.
 struct device_fault {
   std::string node_name;
+  /// Device id on the node; empty for a node-level fault (every rank of the
+  /// job's pods on `node_name`).
   std::string device_id;
   std::vector<std::string> fault_codes;
   std::string fault_level;
+  /// Uid of the pod that held the device when the fault was seen; empty
+  /// when the fault center does not say.
+  std::string pod_uid = {};
 };
 
 /// A fault-center snapshot of one job.
 struct job_device_faults {
   std::string job_id;
-  std::string health_state; ///< Healthy, SubHealthy or UnHealthy.
+  /// Healthy, SubHealthy or UnHealthy; empty: computed from the levels.
+  std::string health_state;
   std::vector<device_fault> faults;
   std::string by = {}; ///< The caller identity (audit); empty when none.
+};
+
+/// What became of a recorded fault-center snapshot.
+struct device_faults_outcome {
+  /// One line per entry that was skipped, naming it by index (e.g.
+  /// `faults[3]: no fault codes`).
+  std::vector<std::string> ignored;
 };
 
 /// Recovery configuration captured at the first successful Init.

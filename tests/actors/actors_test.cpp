@@ -427,19 +427,28 @@ TEST_CASE_FIXTURE(registry_fixture, "the journal groups concurrent appends "
 TEST_CASE_FIXTURE(registry_fixture, "device faults are recorded per job and "
                                     "refused for unknown jobs") {
   put(test::make_job("j", 2, 2));
-  request<ok_atom>(registry, faults_atom::value,
-                   job_device_faults{"j", "UnHealthy",
-                                     {{"n1", "0", {"80E01801"}, "L2"}}});
+  request<device_faults_outcome>(
+    registry, faults_atom::value,
+    job_device_faults{"j", "UnHealthy",
+                      {{"n1", "0", {"80E01801"}, "RestartBusiness"}}});
   auto status = request<job_status>(registry, get_atom::value, std::string{"j"});
   CHECK(status.health_state == "UnHealthy");
   REQUIRE(status.device_faults.size() == 1);
-  auto err = request_error<ok_atom>(registry, faults_atom::value,
-                                    job_device_faults{"zz", "Healthy", {}});
+  auto err = request_error<device_faults_outcome>(
+    registry, faults_atom::value, job_device_faults{"zz", "Healthy", {}});
   CHECK(errc_of(err) == errc::unknown_job);
-  err = request_error<ok_atom>(registry, faults_atom::value,
-                               job_device_faults{"j", "Healthy",
-                                                 {{"n7", "0", {"X"}, ""}}});
+  err = request_error<device_faults_outcome>(
+    registry, faults_atom::value, job_device_faults{"j", "Sleepy", {}});
   CHECK(errc_of(err) == errc::invalid_argument);
+  MESSAGE("an unknown device is skipped and named, the snapshot recorded");
+  auto outcome = request<device_faults_outcome>(
+    registry, faults_atom::value,
+    job_device_faults{"j", "Healthy", {{"n7", "0", {"X"}, ""}}});
+  REQUIRE(outcome.ignored.size() == 1);
+  CHECK(outcome.ignored[0].find("\"n7\"") != std::string::npos);
+  status = request<job_status>(registry, get_atom::value, std::string{"j"});
+  CHECK(status.health_state == "Healthy");
+  CHECK(status.device_faults.empty());
 }
 
 TEST_CASE_FIXTURE(registry_fixture, "retention: a deleted job's history is "

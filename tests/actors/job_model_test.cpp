@@ -324,7 +324,8 @@ TEST_CASE("annotations: only real changes are events; bad input is refused") {
 TEST_CASE("device faults: validated against the topology, deduplicated") {
   job_model m;
   m = step(m, put_cmd{test::make_job("j", 2, 2)});
-  job_device_faults f{"j", "UnHealthy", {{"n1", "1", {"80E01801"}, "L"}}};
+  job_device_faults f{"j", "UnHealthy",
+                      {{"n1", "1", {"80E01801"}, "RestartBusiness"}}};
   m = step(m, faults_cmd{f});
   CHECK(m.health_state == "UnHealthy");
   CHECK(m.device_faults.size() == 1);
@@ -335,9 +336,16 @@ TEST_CASE("device faults: validated against the topology, deduplicated") {
   CHECK(m.health_state == "Healthy");
   CHECK(m.device_faults.empty());
   CHECK_FALSE(decide(m, faults_cmd{{"j", "Fine", {}}}));
-  CHECK_FALSE(decide(m, faults_cmd{{"j", "Healthy", {{"n9", "1", {"X"}, ""}}}}));
-  CHECK_FALSE(decide(m, faults_cmd{{"j", "Healthy", {{"n0", "7", {"X"}, ""}}}}));
-  CHECK_FALSE(decide(m, faults_cmd{{"j", "Healthy", {{"n0", "1", {}, ""}}}}));
+  // A bad entry is skipped and named, not a reason to refuse the snapshot
+  // (spec §3.4: per-device validation).
+  for (const auto& bad : {device_fault{"n9", "1", {"X"}, ""},
+                          device_fault{"n0", "7", {"X"}, ""},
+                          device_fault{"n0", "1", {}, ""}}) {
+    auto d = decide(m, faults_cmd{{"j", "Healthy", {bad}}});
+    REQUIRE(d);
+    CHECK(d->ignored.size() == 1);
+    CHECK(d->events.empty()); // nothing kept: the state is already so
+  }
 }
 
 TEST_CASE("device faults: the snapshot and the flow step it causes are one "
@@ -345,7 +353,8 @@ TEST_CASE("device faults: the snapshot and the flow step it causes are one "
   auto m = registered_job();
   const auto& node = m.spec.pods.front().node_name;
   const auto& dev = m.spec.pods.front().devices.front().device_id;
-  job_device_faults f{"j", "UnHealthy", {{node, dev, {"80E01801"}, "L"}}};
+  job_device_faults f{"j", "UnHealthy",
+                      {{node, dev, {"80E01801"}, "RestartBusiness"}}};
   flow_input stamps;
   stamps.now_ms = 1000;
   stamps.fresh_uuid = "u-1";

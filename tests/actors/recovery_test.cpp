@@ -219,6 +219,57 @@ TEST_CASE("a normal fault: stopTrain, then globalFault over the whole pod") {
   CHECK(m.rec.job.reset_json.find("\"RankId\":15") != std::string::npos);
 }
 
+TEST_CASE("a fault pod replaced since it became one is not told to exit; "
+          "its ranks stay faults") {
+  machine m;
+  m.fault({{"0", "1"}, {"8", "1"}});
+  m.deliver(); // stopTrain
+  MESSAGE("pod 1 runs again under a new uid before the globalFault");
+  m.spec.pods[1].uid = "j-pod-1-replacement";
+  flow_input changed;
+  changed.name = ev::job_changed;
+  m.feed(changed);
+  m.report(report_kind::stop);
+  REQUIRE(m.rec.flow.outbox);
+  auto global = *m.rec.flow.outbox;
+  CHECK(global.signal_type == "globalFault");
+  CHECK(global.node_rank_ids == std::vector<std::string>{"0"});
+  REQUIRE(global.fault_ranks.size() == 16);
+  CHECK(global.fault_ranks.back().rank_id == "15");
+  MESSAGE("the pod stays a fault pod: its rescheduling is still seen");
+  CHECK(m.rec.flow.fault_pods.count(1) == 1);
+}
+
+TEST_CASE("preExitProcess leaves out a pod the snapshot saw under another "
+          "uid; with no pod left nothing is sent") {
+  machine m;
+  flow_input in;
+  in.name = ev::pre_exit;
+  in.now_ms = m.now;
+  in.fresh_uuid = "pre";
+  in.faults = {{"0", "1"}, {"8", "1"}};
+  std::vector<device_fault> snapshot{{"n0", "0", {"81078603"}, "", "j-pod-0"},
+                                     {"n1", "0", {"81078603"}, "", "old"}};
+  auto s = step(m.rec, m.spec, m.init, in, m.waits, snapshot);
+  REQUIRE(s);
+  REQUIRE(s->side_signals.size() == 1);
+  CHECK(s->side_signals[0].node_rank_ids == std::vector<std::string>{"0"});
+  CHECK(s->side_signals[0].fault_ranks.size() == 2);
+  MESSAGE("without pod uids: both pods");
+  snapshot[1].pod_uid.clear();
+  s = step(m.rec, m.spec, m.init, in, m.waits, snapshot);
+  REQUIRE(s);
+  REQUIRE(s->side_signals.size() == 1);
+  CHECK(s->side_signals[0].node_rank_ids
+        == std::vector<std::string>{"0", "1"});
+  MESSAGE("only the replaced pod: nothing");
+  in.faults = {{"8", "1"}};
+  snapshot[1].pod_uid = "old";
+  s = step(m.rec, m.spec, m.init, in, m.waits, snapshot);
+  REQUIRE(s);
+  CHECK(s->side_signals.empty());
+}
+
 TEST_CASE("stop-complete 404 kills the job") {
   machine m;
   m.fault({{"8", "1"}});
@@ -537,8 +588,11 @@ TEST_CASE("no scale-in when pod 0 is faulty or the agent cannot downgrade") {
   CHECK(n.rec.flow.outbox->change_strategy == "exit");
 }
 
-TEST_CASE("recover-in-place: software-fault pods restart in place; a pod with "
-          "a device fault must exit") {
+namespace {
+
+// A software fault on rank 8 of a recover-in-place job, up to the in-place
+// check.
+machine in_place_up_to_check() {
   machine m{{"recover-in-place", "recover", "dump"}};
   flow_input in;
   in.name = ev::fault_occur;
@@ -547,6 +601,27 @@ TEST_CASE("recover-in-place: software-fault pods restart in place; a pod with "
   m.feed(in);
   m.deliver();
   m.report(report_kind::stop);
+  return m;
+}
+
+// The same through the in-place check that sees the fault center's
+// `faults`: the machine after it.
+recovery in_place_checked_with(std::vector<device_fault> faults) {
+  auto m = in_place_up_to_check();
+  flow_input checked;
+  checked.name = ev::in_place_checked;
+  checked.now_ms = m.now;
+  checked.fresh_uuid = "x";
+  auto s = step(m.rec, m.spec, m.init, checked, m.waits, faults);
+  REQUIRE(s);
+  return s->after;
+}
+
+} // namespace
+
+TEST_CASE("recover-in-place: software-fault pods restart in place; a pod with "
+          "a device fault must exit") {
+  auto m = in_place_up_to_check();
   CHECK(m.rec.flow.deadline_event == ev::in_place_checked);
   flow_input checked;
   checked.name = ev::in_place_checked;
@@ -566,22 +641,24 @@ TEST_CASE("recover-in-place: software-fault pods restart in place; a pod with "
   CHECK(m.rec.flow.outbox->node_rank_ids == std::vector<std::string>{"1"});
 
   MESSAGE("the same with a device fault on the pod's node: it must exit");
-  machine n{{"recover-in-place", "recover", "dump"}};
-  n.feed(in);
-  n.deliver();
-  n.report(report_kind::stop);
-  std::vector<device_fault> faults{{"n1", "0", {"81078603"}, ""}};
-  flow_input checked2;
-  checked2.name = ev::in_place_checked;
-  checked2.now_ms = n.now;
-  checked2.fresh_uuid = "x";
-  auto s2 = step(n.rec, n.spec, n.init, checked2, n.waits, faults);
-  REQUIRE(s2);
-  n.rec = s2->after;
-  REQUIRE(n.rec.flow.outbox);
-  CHECK(n.rec.flow.outbox->node_rank_ids == std::vector<std::string>{"1"});
-  CHECK(n.rec.flow.outbox->fault_ranks.size() == 8);
-  CHECK_FALSE(n.rec.flow.restart_in_place);
+  auto n = in_place_checked_with({{"n1", "0", {"81078603"}, ""}});
+  REQUIRE(n.flow.outbox);
+  CHECK(n.flow.outbox->node_rank_ids == std::vector<std::string>{"1"});
+  CHECK(n.flow.outbox->fault_ranks.size() == 8);
+  CHECK_FALSE(n.flow.restart_in_place);
+}
+
+TEST_CASE("recover-in-place: a node-level fault makes the pod exit; a "
+          "NotHandleFault does not") {
+  auto exits = [](std::vector<device_fault> faults) {
+    auto after = in_place_checked_with(std::move(faults));
+    REQUIRE(after.flow.outbox);
+    return after.flow.outbox->node_rank_ids;
+  };
+  CHECK(exits({{"n1", "", {"81078603"}, ""}})
+        == std::vector<std::string>{"1"});
+  CHECK(exits({{"n1", "0", {"81078603"}, "NotHandleFault"}}).empty());
+  CHECK(exits({{"n0", "", {"81078603"}, ""}}).empty());
 }
 
 TEST_CASE("R4: a dump-only job takes the dying-gasp dump") {

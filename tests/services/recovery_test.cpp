@@ -303,6 +303,53 @@ TEST_CASE("B21 via the fault center: a UCE fault of a retry job starts a "
         == "retry-success");
 }
 
+TEST_CASE("ReportDeviceFaults checks entry by entry: skipped entries are "
+          "named, the real fault starts a flow, the health is computed") {
+  flow_fixture fx{{"retry", "recover", "dump"}};
+  pb::ReportDeviceFaultsRequest req;
+  auto* job = req.add_jobs();
+  job->set_jobid("job");
+  // healthState left empty: recoverd computes it.
+  auto add = [&](const std::string& node, const std::string& dev,
+                 const std::string& code, const std::string& level,
+                 const std::string& uid) {
+    auto* f = job->add_faults();
+    f->set_nodename(node);
+    f->set_deviceid(dev);
+    f->add_faultcodes(code);
+    f->set_faultlevel(level);
+    f->set_poduid(uid);
+  };
+  add("node-1", "9", "80E01801", "RestartBusiness", "");  // not in topology
+  add("node-0", "1", "80E01801", "RestartBusiness", "uid-old"); // stale
+  add("node-0", "2", "80E01801", "Bogus", "");            // unknown level
+  add("node-0", "3", "80E01801", "RestartBusiness", "uid-0"); // the real one
+  add("node-1", "4", "81078603", "NotHandleFault", "");   // kept, no flow
+  pb::ReportDeviceFaultsResponse resp;
+  grpc::ClientContext c;
+  REQUIRE(fx.platform->ReportDeviceFaults(&c, req, &resp).ok());
+  REQUIRE(resp.results_size() == 1);
+  const auto& result = resp.results(0);
+  CHECK_MESSAGE(result.accepted(), result.error());
+  REQUIRE(result.ignored_size() == 3);
+  CHECK(result.ignored(0)
+        == R"(faults[0]: device "9" on node "node-1" is not in the job's topology)");
+  CHECK(result.ignored(1)
+        == R"(faults[1]: pod of node "node-0" device "1" was replaced (uid "uid-old" != "uid-0"))");
+  CHECK(result.ignored(2) == R"(faults[2]: unknown fault level "Bogus")");
+  MESSAGE("the UCE on rank 3 alone starts a step-retry flow");
+  auto stop = fx.expect("stopTrain");
+  REQUIRE(stop.faultranks_size() == 1);
+  CHECK(stop.faultranks(0).rankid() == "3");
+  CHECK(stop.faultranks(0).faulttype() == "0");
+  auto status = fx.status();
+  CHECK(status.healthstate() == "UnHealthy");
+  REQUIRE(status.devicefaults_size() == 2);
+  CHECK(status.devicefaults(0).deviceid() == "3");
+  CHECK(status.devicefaults(0).poduid() == "uid-0");
+  CHECK(status.devicefaults(1).faultlevel() == "NotHandleFault");
+}
+
 namespace {
 
 pb::Annotations set_annotations(flow_fixture& fx, const string_map& set,

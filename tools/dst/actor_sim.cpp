@@ -898,6 +898,12 @@ private:
       s.x);
     static const std::array<const char*, 5> codes
       = {"80E01801", "8C1F860B", "80818C05", "81078603", "80C98009"};
+    // Mostly levels that are faults for recovery; the others are recorded
+    // without a flow (NotHandleFault), gated by health (SubHealthFault) or
+    // skipped (an unknown level).
+    static const std::array<const char*, 8> levels
+      = {"RestartBusiness", "RestartRequest", "SeparateNPU",    "",
+         "RestartNPU",      "SubHealthFault", "NotHandleFault", "Bogus"};
     const auto& pods = (shadow_.exists ? shadow_.spec : setup_.spec).pods;
     for (uint32_t i = 0, n = s.y % 3; i < n; ++i) {
       const auto& p = pods[((s.z >> (i * 8)) & 0xff) % pods.size()];
@@ -905,11 +911,12 @@ private:
         continue;
       const auto& d = p.devices[((s.z >> (i * 8 + 4)) & 0xf) % p.devices.size()];
       snapshot.faults.push_back(
-        {p.node_name, d.device_id, {nth(codes, s.y >> (4 + i * 4))}, "L3"});
+        {p.node_name, d.device_id, {nth(codes, s.y >> (4 + i * 4))},
+         nth(levels, s.z >> (24 + i * 3))});
     }
     note(snapshot.health_state + " with "
          + std::to_string(snapshot.faults.size()) + " device faults");
-    auto x = ask<ok_atom>(faults_atom::value, std::move(snapshot));
+    auto x = ask<device_faults_outcome>(faults_atom::value, std::move(snapshot));
     if (!x)
       note("refused (" + message_of(x.error) + ")");
   }

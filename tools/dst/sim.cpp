@@ -173,7 +173,8 @@ bool same(const pod& x, const pod& y) {
 
 bool same(const device_fault& x, const device_fault& y) {
   return x.node_name == y.node_name && x.device_id == y.device_id
-    && x.fault_codes == y.fault_codes && x.fault_level == y.fault_level;
+    && x.fault_codes == y.fault_codes && x.fault_level == y.fault_level
+    && x.pod_uid == y.pod_uid;
 }
 
 // Names the first differing field of two recovery states, for a message
@@ -756,6 +757,12 @@ private:
       s.x);
     static const std::array<const char*, 5> codes
       = {"80E01801", "8C1F860B", "80818C05", "81078603", "80C98009"};
+    // Mostly levels that are faults for recovery; the others are recorded
+    // without a flow (NotHandleFault), gated by health (SubHealthFault) or
+    // skipped (an unknown level).
+    static const std::array<const char*, 8> levels
+      = {"RestartBusiness", "RestartRequest", "SeparateNPU",    "",
+         "RestartNPU",      "SubHealthFault", "NotHandleFault", "Bogus"};
     for (uint32_t i = 0, n = s.y % 3; i < n; ++i) {
       const auto& pods = live_.spec.pods;
       const auto& p = pods[((s.z >> (i * 8)) & 0xff) % pods.size()];
@@ -763,18 +770,20 @@ private:
         continue;
       const auto& d = p.devices[((s.z >> (i * 8 + 4)) & 0xf) % p.devices.size()];
       snapshot.faults.push_back(
-        {p.node_name, d.device_id, {nth(codes, s.y >> (4 + i * 4))}, "L3"});
+        {p.node_name, d.device_id, {nth(codes, s.y >> (4 + i * 4))},
+         nth(levels, s.z >> (24 + i * 3))});
     }
     note(snapshot.health_state + " with "
          + std::to_string(snapshot.faults.size()) + " faults");
     auto before = live_.device_faults;
+    auto before_health = live_.health_state;
     if (!commit(faults_cmd{snapshot}) || !registered())
       return;
     // Reference §4.1: new faults start, join or pre-empt a flow.
     auto [name, fresh]
       = fault_center_input(live_.rec, live_.spec, live_.init, before,
                            live_.device_faults, live_.health_state,
-                           live_.ranks.get());
+                           live_.ranks.get(), before_health);
     if (name == ev::none)
       return;
     note(std::string{"fault center: "} + to_string(name));

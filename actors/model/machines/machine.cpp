@@ -147,6 +147,24 @@ std::vector<std::string> ctx::must_exit_pods() const {
   return result;
 }
 
+std::vector<std::string> ctx::exit_node_ranks() const {
+  auto result = must_exit_pods();
+  result.erase(std::remove_if(result.begin(), result.end(),
+                              [this](const std::string& p) {
+                                return replaced(std::stoi(p));
+                              }),
+               result.end());
+  return result;
+}
+
+bool ctx::replaced(int32_t p) const {
+  auto origin = rec.flow.origin_uids.find(p);
+  if (origin == rec.flow.origin_uids.end())
+    return false;
+  const auto* q = ranks.find_pod(spec, p);
+  return q != nullptr && q->uid != origin->second;
+}
+
 std::vector<std::string> ctx::in_place_pod_list() const {
   return decimal(rec.flow.in_place_pods);
 }

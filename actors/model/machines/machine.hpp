@@ -76,6 +76,12 @@ struct ctx {
   /// Pods whose faults make them exit (every normal-fault pod that does not
   /// restart in place).
   std::vector<std::string> must_exit_pods() const;
+  /// The pods a signal tells to exit (its nodeRankIds): `must_exit_pods`
+  /// without the fault pods replaced since they became fault pods (their
+  /// uid now is not the one recorded then), which have nothing to stop.
+  std::vector<std::string> exit_node_ranks() const;
+  /// Pod `p` runs under another uid than when it became a fault pod.
+  bool replaced(int32_t p) const;
   std::vector<std::string> in_place_pod_list() const;
   /// Ranks with a normal fault (`normal`) or a retry fault, in rank order.
   std::vector<std::string> ranks_of(bool normal) const;

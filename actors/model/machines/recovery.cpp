@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <set>
 
+#include "actors/model/fault_center.hpp"
+
 namespace recoverd::machines {
 
 namespace {
@@ -101,7 +103,7 @@ flow_event send_normal_global_fault(ctx& c) {
   auto sig = c.signal("globalFault");
   sig.actions = {"on_global_rank", "fault_nodes_exit"};
   sig.fault_ranks = c.fault_list(true);
-  sig.node_rank_ids = c.must_exit_pods();
+  sig.node_rank_ids = c.exit_node_ranks();
   return c.notify(std::move(sig));
 }
 
@@ -110,12 +112,18 @@ flow_event send_normal_global_fault(ctx& c) {
 flow_event on_in_place_checked(ctx& c) {
   std::set<int32_t> faulty;
   if (c.device_faults != nullptr)
-    for (const auto& f : *c.device_faults)
+    for (const auto& f : *c.device_faults) {
+      // Levels that are no fault for recovery do not keep a pod from
+      // restarting in place.
+      auto level = classify_level(f.fault_level);
+      if (level == level_class::not_handled || level == level_class::no_fault)
+        continue;
       for (const auto& p : c.spec.pods)
         if (p.node_name == f.node_name)
           for (const auto& d : p.devices)
-            if (d.device_id == f.device_id)
+            if (f.device_id.empty() || d.device_id == f.device_id)
               faulty.insert(p.pod_rank);
+    }
   for (auto p : faulty)
     c.rec.flow.in_place_pods.erase(p);
   c.rec.flow.restart_in_place = !c.rec.flow.in_place_pods.empty();
@@ -385,7 +393,7 @@ flow_event send_strategy(ctx& c, const std::string& strategy) {
     c.expand_normal();
     sig.actions.push_back("fault_nodes_exit");
     sig.fault_ranks = c.all_faults();
-    sig.node_rank_ids = c.must_exit_pods();
+    sig.node_rank_ids = c.exit_node_ranks();
     if (strategy == "downgrade")
       sig.extra_params = R"({"scale-in-strategy": "DP"})";
     return c.notify(std::move(sig));

@@ -7,6 +7,7 @@
 #include "actors/model/machines/machine.hpp"
 
 #include <array>
+#include <optional>
 #include <set>
 
 namespace recoverd {
@@ -64,10 +65,33 @@ flow_event job_change_event(const flow_part& flow) {
   }
 }
 
+// The pods a fault-center snapshot saw under another uid than they have
+// now: a device entry's pod uid names the pod that held the device.
+std::set<int32_t> replaced_pods(const job_spec& spec,
+                                const std::vector<device_fault>* faults) {
+  std::set<int32_t> result;
+  if (faults == nullptr)
+    return result;
+  for (const auto& f : *faults) {
+    if (f.pod_uid.empty() || f.device_id.empty())
+      continue;
+    for (const auto& p : spec.pods)
+      if (p.node_name == f.node_name && p.uid != f.pod_uid)
+        for (const auto& d : p.devices)
+          if (d.device_id == f.device_id)
+            result.insert(p.pod_rank);
+  }
+  return result;
+}
+
 // Fault-center path for jobs without step retry (reference §4.1 step 8):
-// tell the agent, no flow starts.
-process_signal pre_exit_signal(const job_spec& spec, const rank_index& ranks,
-                               const flow_input& in) {
+// tell the agent, no flow starts. There is no flow to remember the fault
+// pods' uids, so the snapshot's pod uids tell a replaced pod, which is not
+// told to exit; when no pod is left, nothing is sent.
+std::optional<process_signal>
+pre_exit_signal(const job_spec& spec, const rank_index& ranks,
+                const flow_input& in,
+                const std::vector<device_fault>* device_faults) {
   process_signal sig;
   sig.uuid = in.fresh_uuid;
   sig.job_id = spec.job_id;
@@ -79,8 +103,12 @@ process_signal pre_exit_signal(const job_spec& spec, const rank_index& ranks,
     if (const auto* place = ranks.find(f.rank_id))
       pods.insert(place->pod_rank);
   }
+  auto replaced = replaced_pods(spec, device_faults);
   for (auto p : pods)
-    sig.node_rank_ids.push_back(std::to_string(p));
+    if (replaced.count(p) == 0)
+      sig.node_rank_ids.push_back(std::to_string(p));
+  if (sig.node_rank_ids.empty() && !pods.empty())
+    return std::nullopt;
   return sig;
 }
 
@@ -146,7 +174,8 @@ expected<flow_step> step(const recovery& current, const job_spec& spec,
                     "node " + in.node + " is not recorded unhealthy");
       return out;
     case ev::pre_exit:
-      out.side_signals.push_back(pre_exit_signal(spec, *ranks, in));
+      if (auto sig = pre_exit_signal(spec, *ranks, in, &device_faults))
+        out.side_signals.push_back(std::move(*sig));
       return out;
     case ev::annotations_changed:
       // Platform annotations are what the platform-mode waits wait for.
