@@ -42,7 +42,7 @@ TEST_CASE("e2e deploy: meson install puts the binaries in place") {
   MESSAGE("the adapter, its generated modules beside it");
   auto root = (dir / "root") + "/usr/local";
   CHECK(std::filesystem::exists(root + "/bin/recoverd-kube"));
-  for (const char* module : {"recoverd_kube.py", "platform_pb2.py",
+  for (const char* module : {"recoverd_kube.py", "translate.py", "platform_pb2.py",
                              "inspect_pb2.py", "events_pb2.py",
                              "recover_pb2.py"})
     CHECK_MESSAGE(std::filesystem::exists(root + "/share/recoverd/python/"

@@ -188,7 +188,7 @@ TEST_CASE("e2e kube: the adapter keeps recoverd in step with a (fake) "
                          "--release-clear-delay", "1",
                          "--log-level", "debug"},
                         dir / "kube.log"};
-  INFO("adapter log:\n" << read_file(dir / "kube.log"));
+  auto adapter_log = [&] { return read_file(dir / "kube.log"); };
   auto platform = pb::Platform::NewStub(
     grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
   auto get_job = [&](pb::JobStatus& out) {
@@ -238,10 +238,13 @@ TEST_CASE("e2e kube: the adapter keeps recoverd in step with a (fake) "
   auto pg = pg_path + "/llama-" + job_id;
   kube.call("POST", pod_path, pod(0, "node-a", "Running"));
   auto first = kube.call("POST", pod_path, pod(1, "node-b", "Running"));
-  REQUIRE(eventually([&] {
-    auto st = job();
-    return st.spec().pods_size() == 2 && st.spec().pods(1).running();
-  }));
+  {
+    INFO("adapter log:\n" << adapter_log());
+    REQUIRE(eventually([&] {
+      auto st = job();
+      return st.spec().pods_size() == 2 && st.spec().pods(1).running();
+    }));
+  }
   auto st = job();
   CHECK(st.spec().name() == "llama");
   CHECK(st.spec().namespace_() == "train");
@@ -303,7 +306,10 @@ TEST_CASE("e2e kube: the adapter keeps recoverd in step with a (fake) "
   for (const auto& s : seen)
     story += s + " ";
   INFO("signals: " << story);
-  REQUIRE(done);
+  {
+    INFO("adapter log:\n" << adapter_log());
+    REQUIRE(done);
+  }
   CHECK(job().lastoutcome() == "recover-success");
   CHECK(story.find("preExitProcess/") != std::string::npos);
   MESSAGE("ProcessConfirmFault was written on the PodGroup: pod 1's ranks");

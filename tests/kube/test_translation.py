@@ -1,4 +1,4 @@
-"""Pure tests of recoverd-kube's translation rules (no server): Kubernetes
+"""Pure tests of recoverd-kube's translation rules (tools/kube/translate.py, no server): Kubernetes
 objects to Platform messages, the fault ConfigMaps, the reset document
 rules and the annotation merge. Run with the generated *_pb2 modules and
 tools/kube on PYTHONPATH."""
@@ -7,7 +7,7 @@ import hashlib
 import json
 import unittest
 
-import recoverd_kube as rk
+import translate as rk
 
 
 def podgroup(labels=None, annotations=None, uid="job-1"):
