@@ -611,8 +611,11 @@ TEST_CASE("health: the standard gRPC health service answers SERVING") {
   CHECK(bytes == std::string{"\x08\x01", 2});
 }
 
-TEST_CASE("reflection: the server lists its services (what grpcurl asks)") {
-  inspect_fixture fx;
+namespace {
+
+/// One request on the reflection stream (what grpcurl sends) and the bytes
+/// of the one answer.
+std::string ask_reflection(inspect_fixture& fx, const std::string& request) {
   grpc::GenericStub stub{fx.channel};
   grpc::CompletionQueue cq;
   grpc::ClientContext c;
@@ -628,10 +631,9 @@ TEST_CASE("reflection: the server lists its services (what grpcurl asks)") {
   };
   call->StartCall(reinterpret_cast<void*>(1));
   REQUIRE(step(1));
-  // ServerReflectionRequest{list_services: ""}: field 7, length 0.
-  grpc::Slice list_services{std::string{"\x3a\x00", 2}};
-  grpc::ByteBuffer request{&list_services, 1};
-  call->Write(request, reinterpret_cast<void*>(2));
+  grpc::Slice slice{request};
+  grpc::ByteBuffer buffer{&slice, 1};
+  call->Write(buffer, reinterpret_cast<void*>(2));
   REQUIRE(step(2));
   grpc::ByteBuffer response;
   call->Read(&response, reinterpret_cast<void*>(3));
@@ -645,8 +647,17 @@ TEST_CASE("reflection: the server lists its services (what grpcurl asks)") {
   std::vector<grpc::Slice> slices;
   REQUIRE(response.Dump(&slices).ok());
   std::string bytes;
-  for (const auto& s : slices)
-    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  for (const auto& x : slices)
+    bytes.append(reinterpret_cast<const char*>(x.begin()), x.size());
+  return bytes;
+}
+
+} // namespace
+
+TEST_CASE("reflection: the server lists its services (what grpcurl asks)") {
+  inspect_fixture fx;
+  // ServerReflectionRequest{list_services: ""}: field 7, length 0.
+  auto bytes = ask_reflection(fx, std::string{"\x3a\x00", 2});
   for (const char* service : {"Recover", "recoverd.platform.v1.Platform",
                               "recoverd.inspection.v1.Inspect",
                               "grpc.health.v1.Health"})
@@ -656,43 +667,11 @@ TEST_CASE("reflection: the server lists its services (what grpcurl asks)") {
 TEST_CASE("reflection: grpc.health.v1.Health is described, not only listed "
           "(grpcurl describe)") {
   inspect_fixture fx;
-  grpc::GenericStub stub{fx.channel};
-  grpc::CompletionQueue cq;
-  grpc::ClientContext c;
-  c.set_deadline(std::chrono::system_clock::now() + 10s);
-  auto call = stub.PrepareCall(
-    &c, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
-  auto step = [&cq](intptr_t want) {
-    void* got = nullptr;
-    bool ok = false;
-    REQUIRE(cq.Next(&got, &ok));
-    CHECK(reinterpret_cast<intptr_t>(got) == want);
-    return ok;
-  };
-  call->StartCall(reinterpret_cast<void*>(1));
-  REQUIRE(step(1));
   // ServerReflectionRequest{file_containing_symbol: "grpc.health.v1.Health"}:
   // field 4, length-delimited.
   std::string symbol = "grpc.health.v1.Health";
-  grpc::Slice ask{std::string{"\x22"} + static_cast<char>(symbol.size())
-                  + symbol};
-  grpc::ByteBuffer request{&ask, 1};
-  call->Write(request, reinterpret_cast<void*>(2));
-  REQUIRE(step(2));
-  grpc::ByteBuffer response;
-  call->Read(&response, reinterpret_cast<void*>(3));
-  REQUIRE(step(3));
-  call->WritesDone(reinterpret_cast<void*>(4));
-  step(4);
-  grpc::Status st;
-  call->Finish(&st, reinterpret_cast<void*>(5));
-  step(5);
-  CHECK_MESSAGE(st.ok(), st.error_message());
-  std::vector<grpc::Slice> slices;
-  REQUIRE(response.Dump(&slices).ok());
-  std::string bytes;
-  for (const auto& s : slices)
-    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  auto bytes = ask_reflection(
+    fx, std::string{"\x22"} + static_cast<char>(symbol.size()) + symbol);
   // A FileDescriptorResponse (field 4) holding the file, not an
   // ErrorResponse (field 7, "Symbol not found").
   CHECK(bytes.find("Symbol not found") == std::string::npos);
