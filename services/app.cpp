@@ -474,32 +474,4 @@ void app::stop() {
   }
 }
 
-bool parse_duration(const std::string& text, millis& out) {
-  size_t pos = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &pos);
-  } catch (...) {
-    return false;
-  }
-  if (!std::isfinite(value) || value < 0)
-    return false;
-  auto unit = text.substr(pos);
-  double factor = 0;
-  if (unit.empty() || unit == "s")
-    factor = 1000;
-  else if (unit == "ms")
-    factor = 1;
-  else if (unit == "m")
-    factor = 60'000;
-  else if (unit == "h")
-    factor = 3'600'000;
-  else if (unit == "d")
-    factor = 86'400'000;
-  else
-    return false;
-  out = millis{static_cast<int64_t>(std::llround(value * factor))};
-  return true;
-}
-
 } // namespace recoverd

@@ -18,6 +18,7 @@
 
 #include "actors/actors.hpp"
 #include "actors/config.hpp"
+#include "actors/model/text.hpp"
 #include "services/access.hpp"
 #include "services/listener.hpp"
 #include "services/tls.hpp"
@@ -215,10 +216,5 @@ private:
   // Guards the servers' health status against their reset in `stop`.
   std::mutex health_mtx_;
 };
-
-/// Parses a duration such as "5s", "250ms", "1.5s", "15m", "2h", "30d" or a
-/// bare number of seconds. Returns false on anything else or a negative
-/// value.
-bool parse_duration(const std::string& text, millis& out);
 
 } // namespace recoverd

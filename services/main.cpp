@@ -131,6 +131,8 @@ int main(int argc, char** argv) {
   std::string sync = "always";
   std::string sync_interval = "100ms";
   std::string retention = "30d";
+  std::string restart_budget = "off";
+  std::string budget_verdict = "reschedule";
   std::string http_request_timeout = "5s";
   std::map<std::string, std::string> waits;
   for (const auto& w : wait_options)
@@ -199,6 +201,19 @@ int main(int argc, char** argv) {
   cli.add_option("--snapshot-every", opts.registry.job.snapshot_every,
                  "write a job snapshot every N events (0: never) so start-up "
                  "replays only the tail")
+    ->capture_default_str();
+  cli.add_option("--restart-budget", restart_budget,
+                 "crash-loop guard: at most N fault recoveries of a job "
+                 "within a window, e.g. 3/1h; past it the job is not "
+                 "recovered in place (see --restart-budget-verdict); a job's "
+                 "annotation recoverd.io/restart-budget overrides it; off = "
+                 "no budget")
+    ->capture_default_str();
+  cli.add_option("--restart-budget-verdict", budget_verdict,
+                 "past the restart budget: reschedule (the job-level "
+                 "fallback: label pause, the job restarted as a whole) or "
+                 "exit (the job is killed)")
+    ->check(CLI::IsMember({"reschedule", "exit"}))
     ->capture_default_str();
   cli.add_option("--retention", retention,
                  "how long history is kept: a deleted job's whole history "
@@ -316,6 +331,15 @@ int main(int argc, char** argv) {
                 << waits[w.flag] << "\n";
       return 2;
     }
+  auto& job_waits = opts.registry.job.waits;
+  if (!parse_restart_budget(restart_budget, job_waits.budget_flows,
+                            job_waits.budget_window)) {
+    std::cerr << "recoverd: --restart-budget: not N/DURATION (e.g. 3/1h) or "
+                 "off: "
+              << restart_budget << "\n";
+    return 2;
+  }
+  job_waits.budget_exit = budget_verdict == "exit";
 
   opts.control_tls.client_certs = control_client_cert == "optional"
                                     ? client_cert_mode::optional

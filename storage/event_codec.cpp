@@ -150,6 +150,9 @@ void to_proto(const recovery& x, pe::RecoveryState& out) {
   out.set_omlastkind(to_string(j.om_last_kind));
   out.mutable_unhealthynodes()->insert(j.unhealthy_nodes.begin(),
                                        j.unhealthy_nodes.end());
+  out.set_overbudget(f.over_budget);
+  for (auto t : j.recovery_starts)
+    out.add_recoverystarts(t);
 }
 
 recovery from_proto(const pe::RecoveryState& x, name_reader& names) {
@@ -198,6 +201,8 @@ recovery from_proto(const pe::RecoveryState& x, name_reader& names) {
   j.om_done = x.omdone();
   j.om_last_kind = names.om(x.omlastkind(), "omLastKind");
   j.unhealthy_nodes = {x.unhealthynodes().begin(), x.unhealthynodes().end()};
+  f.over_budget = x.overbudget();
+  j.recovery_starts = {x.recoverystarts().begin(), x.recoverystarts().end()};
   return result;
 }
 

@@ -67,6 +67,8 @@ struct flow_part {
   flow_event deadline_event = flow_event::none;
   /// When the flow began (Unix ms); 0 when idle.
   int64_t started_ms = 0;
+  /// The flow was started past the job's restart budget.
+  bool over_budget = false;
   /// Job health from the flow's faults: Healthy, SubHealthy or UnHealthy.
   std::string health = "Healthy";
   /// Fault pods' uids when they became fault pods (pod rank -> uid), to
@@ -130,7 +132,14 @@ struct job_standing {
   /// Nodes stress tests found faulty (node -> when, Unix ms). Cleared only
   /// by an operator.
   std::map<std::string, int64_t> unhealthy_nodes;
+  /// When the recent fault recoveries started (Unix ms), oldest first: at
+  /// most the restart budget's count, within its window.
+  std::vector<int64_t> recovery_starts;
 };
+
+/// The job annotation that sets a job's own restart budget ("N/DURATION"
+/// or "off"; see `parse_restart_budget`).
+constexpr const char* restart_budget_annotation = "recoverd.io/restart-budget";
 
 /// The recovery machine's part of a job's state, grouped by lifetime.
 struct recovery {

@@ -51,6 +51,8 @@ void for_each_field(F&& f) {
   f(rf::om_last_kind, "omLastKind", [](auto& r) -> auto& { return r.job.om_last_kind; });
   f(rf::unhealthy_nodes, "unhealthyNodes", [](auto& r) -> auto& { return r.job.unhealthy_nodes; });
   f(rf::awaited, "awaited", [](auto& r) -> auto& { return r.flow.awaited; });
+  f(rf::over_budget, "overBudget", [](auto& r) -> auto& { return r.flow.over_budget; });
+  f(rf::recovery_starts, "recoveryStarts", [](auto& r) -> auto& { return r.job.recovery_starts; });
   // clang-format on
 }
 

@@ -60,10 +60,13 @@ enum class recovery_field : uint8_t {
   // Added later (records name fields, so the order is free; new ones go
   // last all the same). flow_part:
   awaited,
+  over_budget,
+  // job_standing:
+  recovery_starts,
 };
 
 /// Number of `recovery_field`s.
-constexpr size_t recovery_field_count = 37;
+constexpr size_t recovery_field_count = 39;
 
 /// The record name of a field, e.g. "faultPods".
 const char* to_string(recovery_field x);

@@ -1,6 +1,7 @@
 #include "actors/model/text.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace recoverd {
 
@@ -108,6 +109,58 @@ std::string escape_control(std::string_view x) {
     }
   }
   return out;
+}
+
+bool parse_duration(const std::string& text, millis& out) {
+  size_t pos = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &pos);
+  } catch (...) {
+    return false;
+  }
+  if (!std::isfinite(value) || value < 0)
+    return false;
+  auto unit = text.substr(pos);
+  double factor = 0;
+  if (unit.empty() || unit == "s")
+    factor = 1000;
+  else if (unit == "ms")
+    factor = 1;
+  else if (unit == "m")
+    factor = 60'000;
+  else if (unit == "h")
+    factor = 3'600'000;
+  else if (unit == "d")
+    factor = 86'400'000;
+  else
+    return false;
+  out = millis{static_cast<int64_t>(std::llround(value * factor))};
+  return true;
+}
+
+bool parse_restart_budget(const std::string& text, uint32_t& flows,
+                          millis& window) {
+  if (text == "0" || text == "off") {
+    flows = 0;
+    return true;
+  }
+  auto slash = text.find('/');
+  if (slash == std::string::npos || slash == 0 || slash > 4)
+    return false;
+  uint32_t n = 0;
+  for (size_t i = 0; i < slash; ++i) {
+    if (text[i] < '0' || text[i] > '9')
+      return false;
+    n = n * 10 + static_cast<uint32_t>(text[i] - '0');
+  }
+  millis w{0};
+  if (n > 1000 || !parse_duration(text.substr(slash + 1), w)
+      || w.count() <= 0)
+    return false;
+  flows = n;
+  window = w;
+  return true;
 }
 
 } // namespace recoverd

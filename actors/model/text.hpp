@@ -5,8 +5,11 @@
 /// echo back or write down must be valid UTF-8 and short.
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
+
+#include "actors/model/timeouts.hpp"
 
 namespace recoverd {
 
@@ -32,5 +35,16 @@ bool has_control(std::string_view x);
 /// client text (a role, a peer, a job id) cannot break a text log line in
 /// two or forge one. Other bytes are kept.
 std::string escape_control(std::string_view x);
+
+/// Parses a duration such as "5s", "250ms", "1.5s", "15m", "2h", "30d" or a
+/// bare number of seconds. Returns false on anything else or a negative
+/// value.
+bool parse_duration(const std::string& text, millis& out);
+
+/// Parses a restart budget: "N/DURATION" (at most N fault recoveries within
+/// DURATION, e.g. "3/1h"), or "0" / "off" (none: `flows` = 0). Returns
+/// false on anything else, a zero window, or N above 1000.
+bool parse_restart_budget(const std::string& text, uint32_t& flows,
+                          millis& window);
 
 } // namespace recoverd

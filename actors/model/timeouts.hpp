@@ -28,6 +28,14 @@ struct timeouts {
   millis job_fallback{135'000};      ///< Job running again after fallback.
   millis platform{300'000};          ///< Platform annotation waits.
   millis poll{5'000};                ///< Polling period of platform checks.
+  /// The restart budget (crash-loop guard): at most `budget_flows` fault
+  /// recoveries start within `budget_window`; 0 = no budget. A job's
+  /// annotation `recoverd.io/restart-budget` overrides it.
+  uint32_t budget_flows = 0;
+  millis budget_window{3'600'000}; ///< The restart budget's window.
+  /// Past the budget: kill the job (true) or reschedule it as a whole, the
+  /// job-level fallback (false).
+  bool budget_exit = false;
 };
 
 } // namespace recoverd

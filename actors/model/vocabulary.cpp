@@ -107,6 +107,8 @@ constexpr std::array event_names = {
   "stressTestRecvFault",
   "stressTestFail",
   "stressTestRecvContinue",
+  "restartBudgetReschedule",
+  "restartBudgetExit",
   "faultAbsorbed",
   "jobChanged",
   "annotationsChanged",

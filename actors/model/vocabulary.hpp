@@ -118,6 +118,10 @@ enum class flow_event : uint8_t {
   stress_test_recv_fault,
   stress_test_fail,
   stress_test_recv_continue,
+  // The restart budget (not in the reference): a fault past it is not
+  // recovered in place; the job is rescheduled as a whole, or killed.
+  budget_reschedule,
+  budget_exit,
   // Inputs that are not rows of the table.
   fault_absorbed,
   job_changed,

@@ -4,6 +4,7 @@
 #include "actors/model/job_model.hpp"
 #include "actors/model/recovery.hpp"
 #include "actors/model/reset_document.hpp"
+#include "actors/model/text.hpp"
 #include "fixtures/jobs.hpp"
 
 using namespace recoverd;
@@ -1024,4 +1025,87 @@ TEST_CASE("O&M rows: every wait of a switch and a stress test has a deadline, "
       CHECK(s->om_messages.back() == waits[at].message);
     }
   }
+}
+
+namespace {
+
+// One whole recover flow on rank 8, ending in INIT.
+void recover_once(machine& m) {
+  m.up_to_strategy_wait();
+  m.report(report_kind::strategy, 0, "", {"recover", "dump"});
+  m.deliver();
+  m.report(report_kind::status, 0, "recover");
+  REQUIRE(m.rec.flow.state == st::init);
+}
+
+} // namespace
+
+TEST_CASE("restart budget: the N+1st fault within the window is not "
+          "recovered in place; the job is rescheduled as a whole, and says "
+          "why") {
+  machine m;
+  m.waits.budget_flows = 2;
+  m.waits.budget_window = millis{3'600'000};
+  recover_once(m);
+  recover_once(m);
+  CHECK(m.rec.job.recovery_starts.size() == 2);
+  MESSAGE("the third fault within the hour: the job-level fallback");
+  m.fault({{"8", "1"}});
+  CHECK(m.rec.flow.state == st::fault_retry);
+  CHECK(m.rec.flow.over_budget);
+  CHECK(m.rec.job.label == "pause");
+  REQUIRE(m.last_side.size() == 1);
+  CHECK(m.last_side[0].change_strategy == "exit");
+  CHECK(m.last_side[0].node_rank_ids == std::vector<std::string>{"1"});
+  flow_input check;
+  check.name = ev::fallback_check;
+  m.feed(check);
+  CHECK(m.rec.flow.state == st::init);
+  CHECK(m.rec.job.last_outcome == "restart-budget-fallback");
+  CHECK(m.rec.job.label == "on");
+  MESSAGE("the refused fault did not spend the budget; once the first start "
+          "leaves the window, recovering in place works again");
+  CHECK(m.rec.job.recovery_starts.size() == 2);
+  m.now = m.rec.job.recovery_starts.front() + 3'600'000;
+  recover_once(m);
+  CHECK(m.rec.job.last_outcome == "recover-success");
+}
+
+TEST_CASE("restart budget: the exit verdict kills the job; the job's "
+          "annotation overrides the daemon's budget; no budget, no limit") {
+  machine m;
+  m.waits.budget_flows = 5;
+  m.waits.budget_exit = true;
+  m.spec.annotations[restart_budget_annotation] = "1/10m";
+  recover_once(m);
+  m.fault({{"8", "1"}});
+  CHECK(m.rec.flow.state == st::notify_kill_job);
+  CHECK(m.rec.flow.over_budget);
+  MESSAGE("a malformed annotation keeps the daemon's budget (1)");
+  machine typo;
+  typo.waits.budget_flows = 1;
+  typo.spec.annotations[restart_budget_annotation] = "lots";
+  recover_once(typo);
+  typo.fault({{"8", "1"}});
+  CHECK(typo.rec.flow.state == st::fault_retry);
+  MESSAGE("without a budget every fault is recovered in place");
+  machine free;
+  for (int i = 0; i < 4; ++i)
+    recover_once(free);
+  CHECK(free.rec.job.recovery_starts.empty());
+  CHECK(free.rec.job.flows == 4);
+}
+
+TEST_CASE("restart budget text: N/DURATION or off") {
+  uint32_t n = 9;
+  millis w{0};
+  CHECK(parse_restart_budget("3/1h", n, w));
+  CHECK(n == 3);
+  CHECK(w == millis{3'600'000});
+  CHECK(parse_restart_budget("off", n, w));
+  CHECK(n == 0);
+  CHECK(parse_restart_budget("0", n, w));
+  for (const char* bad : {"", "3", "3/", "/1h", "x/1h", "3/0s", "3/-1s",
+                          "3/1y", "1001/1h", "99999/1h"})
+    CHECK_FALSE_MESSAGE(parse_restart_budget(bad, n, w), bad);
 }

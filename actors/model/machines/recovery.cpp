@@ -7,6 +7,7 @@
 #include <set>
 
 #include "actors/model/fault_center.hpp"
+#include "actors/model/text.hpp"
 
 namespace recoverd::machines {
 
@@ -36,8 +37,44 @@ flow_event on_plat_strategy_check(ctx& c) {
     ev::plat_strategy_check);
 }
 
+// The restart budget (crash-loop guard, not in the reference): a fault
+// recovery may start if fewer than N started within the window; the
+// daemon's budget unless the job's annotation sets its own (a malformed
+// annotation keeps the daemon's, so a typo cannot switch the guard off).
+bool within_budget(ctx& c) {
+  auto flows = c.waits.budget_flows;
+  auto window = c.waits.budget_window;
+  auto own = c.spec.annotations.find(restart_budget_annotation);
+  if (own != c.spec.annotations.end()) {
+    uint32_t n = 0;
+    millis w{0};
+    if (parse_restart_budget(own->second, n, w)) {
+      flows = n;
+      window = w;
+    }
+  }
+  auto& starts = c.rec.job.recovery_starts;
+  if (flows == 0) {
+    starts.clear();
+    return true;
+  }
+  starts.erase(std::remove_if(starts.begin(), starts.end(),
+                              [&](int64_t t) {
+                                return t <= c.in.now_ms - window.count();
+                              }),
+               starts.end());
+  if (starts.size() >= flows)
+    return false;
+  starts.push_back(c.in.now_ms);
+  return true;
+}
+
 // R1: a fault starts a flow.
 flow_event on_fault_occur(ctx& c) {
+  if (!within_budget(c)) {
+    c.rec.flow.over_budget = true;
+    return c.waits.budget_exit ? ev::budget_exit : ev::budget_reschedule;
+  }
   if (!c.init.platform_mode)
     return begin_flush(c);
   c.rec.flow.wait_until_ms = c.in.now_ms + c.waits.platform.count();
@@ -508,7 +545,11 @@ flow_event on_reset(ctx& c) {
   auto from
     = c.out.path.size() >= 2 ? c.out.path[c.out.path.size() - 2] : st::init;
   auto status = c.out.annotations.find("ProcessRecoverStatus");
-  if (from == st::notify_kill_job)
+  if (r.flow.over_budget)
+    r.job.last_outcome = from == st::notify_kill_job
+                           ? "restart-budget-killed"
+                           : "restart-budget-fallback";
+  else if (from == st::notify_kill_job)
     r.job.last_outcome = "killed";
   else if (from == st::fault_retry)
     r.job.last_outcome = "job-level-fallback";
@@ -543,6 +584,11 @@ const std::vector<rule>& recovery_rules() {
      on_notify_dump}, // R4
     {st::notify_wait_fault_flushing, ev::notify_fail, st::notify_kill_job,
      on_kill_job}, // R5
+    // Past the restart budget: no recovery in place (not in the reference).
+    {st::notify_wait_fault_flushing, ev::budget_reschedule, st::fault_retry,
+     on_fault_retry},
+    {st::notify_wait_fault_flushing, ev::budget_exit, st::notify_kill_job,
+     on_kill_job},
     {st::notify_stop_train, ev::notify_success, st::wait_stop_complete,
      on_wait_report}, // R6
     {st::notify_stop_train, ev::notify_fail, st::fault_clear,
