@@ -228,6 +228,12 @@ class ResetAndMergeTest(unittest.TestCase):
             {"ProcessResultFault": "2:1"}, {}, base)
         self.assertEqual(rd_set, {"ProcessResultFault": "2:1"})
 
+    def test_a_jobs_restart_budget_goes_from_the_podgroup_to_recoverd(self):
+        rd_set, _, pg, _ = rk.merge_annotations(
+            {"recoverd.io/restart-budget": "3/1h"}, {}, {})
+        self.assertEqual(rd_set, {"recoverd.io/restart-budget": "3/1h"})
+        self.assertEqual(pg, {})
+
     def test_merge_without_agreement_the_owner_wins(self):
         rd_set, rd_remove, pg, _ = rk.merge_annotations(
             {"ProcessRecoverStrategy": "recover", "ProcessRecoverStatus": "x"},

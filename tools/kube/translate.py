@@ -24,7 +24,7 @@ ENABLE_LABEL = "process-recover-enable"
 # §4.1: what a platform writes on the PodGroup (mirrored into recoverd) and
 # what recoverd writes (mirrored onto the PodGroup).
 PLATFORM_KEYS = ("ProcessRecoverStrategy", "ProcessResultFault",
-                 "RankTableReady")
+                 "RankTableReady", "recoverd.io/restart-budget")
 RECOVERD_KEYS = ("ProcessConfirmFault", "ProcessRecoverStatus")
 # Marks the jobs this adapter put, so a restarted adapter deletes only its
 # own jobs whose PodGroup has gone.
