@@ -1,7 +1,12 @@
 #include <doctest/doctest.h>
 
+#include <sstream>
+
+#include <spdlog/sinks/ostream_sink.h>
+
 #include "actors/job_registry.hpp"
 #include "actors/journal.hpp"
+#include "actors/log.hpp"
 #include "fixtures/actor_fixture.hpp"
 #include "fixtures/jobs.hpp"
 #include "fixtures/temp_dir.hpp"
@@ -623,6 +628,105 @@ TEST_CASE_FIXTURE(registry_fixture, "snapshots stay every N events across "
   CHECK(replayed->from_snapshot);
   CHECK(replayed->events_replayed == 0);
   CHECK(replayed->state.spec.annotations.at("k") == "6");
+}
+
+namespace {
+
+/// Lines the daemon's logger writes while it lives (text format, level
+/// info and up).
+struct log_capture {
+  std::ostringstream out;
+
+  log_capture() {
+    logger().sinks().push_back(
+      std::make_shared<spdlog::sinks::ostream_sink_st>(out));
+    REQUIRE(configure_logging("info", "text"));
+  }
+
+  ~log_capture() {
+    logger().sinks().pop_back();
+  }
+
+  /// The lines that contain `what`.
+  std::vector<std::string> lines(const std::string& what) const {
+    std::vector<std::string> result;
+    std::istringstream text{out.str()};
+    for (std::string line; std::getline(text, line);)
+      if (line.find(what) != std::string::npos)
+        result.push_back(line);
+    return result;
+  }
+};
+
+} // namespace
+
+TEST_CASE_FIXTURE(registry_fixture, "log: a finished flow logs one line with "
+                                    "its uuid, outcome, strategy, fault "
+                                    "ranks and duration; a failed one warns") {
+  put(test::make_job("j"));
+  init("j");
+  reg("j");
+  auto agent = subscribe("j");
+  auto report = [&](flow_input in) {
+    return request<biz_status>(registry, report_atom::value,
+                               client_info{"j", "", "test"}, std::move(in));
+  };
+  auto state = [&] {
+    return request<job_status>(registry, get_atom::value, std::string{"j"})
+      .recovery_state;
+  };
+  // Fires timers (the fault flush wait, the HCCL delay) until `to`.
+  auto reach = [&](flow_state to) {
+    for (int i = 0; i < 5 && state() != to_string(to); ++i)
+      fire_timers();
+    REQUIRE(state() == to_string(to));
+  };
+  auto fault = [&](std::vector<fault_rank> ranks) {
+    flow_input in;
+    in.kind = report_kind::process;
+    in.faults = std::move(ranks);
+    CHECK(report(in).code == 0);
+    REQUIRE_FALSE(agent->items.empty());
+    return agent->items.back().uuid;
+  };
+  log_capture logs;
+  MESSAGE("a recovery that succeeds: one info line (a normal fault takes "
+          "the whole pod: 8 ranks)");
+  auto uuid = fault({{"3", "1"}, {"4", "1"}});
+  now += 1500;
+  flow_input stop;
+  stop.kind = report_kind::stop;
+  CHECK(report(stop).code == 0);
+  reach(st::wait_recover_strategy);
+  flow_input strategies;
+  strategies.kind = report_kind::strategy;
+  strategies.strategies = {"recover", "dump"};
+  CHECK(report(strategies).code == 0);
+  reach(st::wait_process_recover_status);
+  CHECK(logs.lines(" ended: ").empty());
+  flow_input status;
+  status.kind = report_kind::status;
+  status.report.strategy = "recover";
+  CHECK(report(status).code == 0);
+  REQUIRE(state() == to_string(st::init));
+  auto ended = logs.lines(" ended: ");
+  REQUIRE(ended.size() == 1);
+  CHECK(ended[0].find(" info job j flow " + uuid
+                      + " ended: outcome recover-success, strategy recover, "
+                        "8 fault ranks, 1500 ms")
+        != std::string::npos);
+  MESSAGE("stop-complete 404 kills the job: one warn line");
+  uuid = fault({{"8", "1"}});
+  CHECK_FALSE(uuid.empty());
+  stop.report.code = 404;
+  CHECK(report(stop).code == 0);
+  REQUIRE(state() == to_string(st::init));
+  ended = logs.lines(" ended: ");
+  REQUIRE(ended.size() == 2);
+  CHECK(ended[1].find(" warning job j flow " + uuid
+                      + " ended: outcome killed, strategy none, 1 fault "
+                        "ranks, 0 ms")
+        != std::string::npos);
 }
 
 TEST_CASE_FIXTURE(registry_fixture, "redeliver: a new agent stream in a wait "
