@@ -76,6 +76,7 @@ void log_flow_end(const std::string& job_id, const flow_end& f,
   bool bad = has("fail") || has("fallback") || has("killed") || has("exit");
   auto level = bad ? spdlog::level::warn : spdlog::level::info;
   auto strategy = f.strategy.empty() ? std::string{"none"} : f.strategy;
+  log_fields fields{job_id, f.uuid};
   SPDLOG_LOGGER_CALL(&logger(), level,
                      "job {} flow {} ended: outcome {}, strategy {}, {} fault "
                      "ranks, {} ms",

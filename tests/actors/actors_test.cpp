@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include <nlohmann/json.hpp>
 #include <spdlog/sinks/ostream_sink.h>
 
 #include "actors/job_registry.hpp"
@@ -637,14 +638,15 @@ namespace {
 struct log_capture {
   std::ostringstream out;
 
-  log_capture() {
+  explicit log_capture(const std::string& format = "text") {
     logger().sinks().push_back(
       std::make_shared<spdlog::sinks::ostream_sink_st>(out));
-    REQUIRE(configure_logging("info", "text"));
+    REQUIRE(configure_logging("info", format));
   }
 
   ~log_capture() {
     logger().sinks().pop_back();
+    configure_logging("info", "text");
   }
 
   /// The lines that contain `what`.
@@ -727,6 +729,41 @@ TEST_CASE_FIXTURE(registry_fixture, "log: a finished flow logs one line with "
                       + " ended: outcome killed, strategy none, 1 fault "
                         "ranks, 0 ms")
         != std::string::npos);
+}
+
+TEST_CASE_FIXTURE(registry_fixture, "log: in JSON, a finished flow's line "
+                                    "has job and uuid fields") {
+  put(test::make_job("j"));
+  init("j");
+  reg("j");
+  auto agent = subscribe("j");
+  auto report = [&](flow_input in) {
+    return request<biz_status>(registry, report_atom::value,
+                               client_info{"j", "", "test"}, std::move(in));
+  };
+  log_capture logs{"json"};
+  flow_input fault;
+  fault.kind = report_kind::process;
+  fault.faults = {{"8", "1"}};
+  CHECK(report(fault).code == 0);
+  REQUIRE_FALSE(agent->items.empty());
+  auto uuid = agent->items.back().uuid;
+  flow_input stop;
+  stop.kind = report_kind::stop;
+  stop.report.code = 404;
+  CHECK(report(stop).code == 0);
+  auto ended = logs.lines(" ended: ");
+  REQUIRE(ended.size() == 1);
+  auto line = nlohmann::json::parse(ended[0]);
+  CHECK(line["level"] == "warning");
+  CHECK(line["job"] == "j");
+  CHECK(line["uuid"] == uuid);
+  CHECK(line["msg"].get<std::string>().find("outcome killed")
+        != std::string::npos);
+  MESSAGE("other lines have no such fields");
+  auto sent = logs.lines("sent killMaster");
+  REQUIRE(sent.size() == 1);
+  CHECK_FALSE(nlohmann::json::parse(sent[0]).contains("job"));
 }
 
 TEST_CASE_FIXTURE(registry_fixture, "redeliver: a new agent stream in a wait "
