@@ -111,6 +111,41 @@ struct registry_fixture : test::actor_fixture {
     return sink;
   }
 
+  /// Puts, inits and registers job `id`; returns its agent stream.
+  std::shared_ptr<signal_sink> registered(const std::string& id) {
+    put(test::make_job(id));
+    init(id);
+    reg(id);
+    return subscribe(id);
+  }
+
+  biz_status report(const std::string& id, flow_input in) {
+    return request<biz_status>(registry, report_atom::value,
+                               client_info{id, "", "test"}, std::move(in));
+  }
+
+  /// Reports a fault of `ranks` of job `id`, whose agent stream is `agent`;
+  /// returns the uuid of the flow it starts (or joins).
+  std::string fault(const std::string& id, signal_sink& agent,
+                    std::vector<fault_rank> ranks) {
+    flow_input in;
+    in.kind = report_kind::process;
+    in.faults = std::move(ranks);
+    CHECK(report(id, in).code == 0);
+    REQUIRE_FALSE(agent.items.empty());
+    return agent.items.back().uuid;
+  }
+
+  /// A flow of job `id` that stop-complete 404 kills; returns its uuid.
+  std::string killed_flow(const std::string& id, signal_sink& agent) {
+    auto uuid = fault(id, agent, {{"8", "1"}});
+    flow_input stop;
+    stop.kind = report_kind::stop;
+    stop.report.code = 404;
+    CHECK(report(id, stop).code == 0);
+    return uuid;
+  }
+
   std::vector<std::string> event_kinds(const std::string& id) {
     auto xs = log->read(id, 1, 1000);
     REQUIRE(xs);
@@ -665,14 +700,8 @@ struct log_capture {
 TEST_CASE_FIXTURE(registry_fixture, "log: a finished flow logs one line with "
                                     "its uuid, outcome, strategy, fault "
                                     "ranks and duration; a failed one warns") {
-  put(test::make_job("j"));
-  init("j");
-  reg("j");
-  auto agent = subscribe("j");
-  auto report = [&](flow_input in) {
-    return request<biz_status>(registry, report_atom::value,
-                               client_info{"j", "", "test"}, std::move(in));
-  };
+  auto agent = registered("j");
+  auto report = [&](flow_input in) { return this->report("j", std::move(in)); };
   auto state = [&] {
     return request<job_status>(registry, get_atom::value, std::string{"j"})
       .recovery_state;
@@ -683,18 +712,10 @@ TEST_CASE_FIXTURE(registry_fixture, "log: a finished flow logs one line with "
       fire_timers();
     REQUIRE(state() == to_string(to));
   };
-  auto fault = [&](std::vector<fault_rank> ranks) {
-    flow_input in;
-    in.kind = report_kind::process;
-    in.faults = std::move(ranks);
-    CHECK(report(in).code == 0);
-    REQUIRE_FALSE(agent->items.empty());
-    return agent->items.back().uuid;
-  };
   log_capture logs;
   MESSAGE("a recovery that succeeds: one info line (a normal fault takes "
           "the whole pod: 8 ranks)");
-  auto uuid = fault({{"3", "1"}, {"4", "1"}});
+  auto uuid = fault("j", *agent, {{"3", "1"}, {"4", "1"}});
   now += 1500;
   flow_input stop;
   stop.kind = report_kind::stop;
@@ -718,10 +739,8 @@ TEST_CASE_FIXTURE(registry_fixture, "log: a finished flow logs one line with "
                         "8 fault ranks, 1500 ms")
         != std::string::npos);
   MESSAGE("stop-complete 404 kills the job: one warn line");
-  uuid = fault({{"8", "1"}});
+  uuid = killed_flow("j", *agent);
   CHECK_FALSE(uuid.empty());
-  stop.report.code = 404;
-  CHECK(report(stop).code == 0);
   REQUIRE(state() == to_string(st::init));
   ended = logs.lines(" ended: ");
   REQUIRE(ended.size() == 2);
@@ -733,25 +752,9 @@ TEST_CASE_FIXTURE(registry_fixture, "log: a finished flow logs one line with "
 
 TEST_CASE_FIXTURE(registry_fixture, "log: in JSON, a finished flow's line "
                                     "has job and uuid fields") {
-  put(test::make_job("j"));
-  init("j");
-  reg("j");
-  auto agent = subscribe("j");
-  auto report = [&](flow_input in) {
-    return request<biz_status>(registry, report_atom::value,
-                               client_info{"j", "", "test"}, std::move(in));
-  };
+  auto agent = registered("j");
   log_capture logs{"json"};
-  flow_input fault;
-  fault.kind = report_kind::process;
-  fault.faults = {{"8", "1"}};
-  CHECK(report(fault).code == 0);
-  REQUIRE_FALSE(agent->items.empty());
-  auto uuid = agent->items.back().uuid;
-  flow_input stop;
-  stop.kind = report_kind::stop;
-  stop.report.code = 404;
-  CHECK(report(stop).code == 0);
+  auto uuid = killed_flow("j", *agent);
   auto ended = logs.lines(" ended: ");
   REQUIRE(ended.size() == 1);
   auto line = nlohmann::json::parse(ended[0]);
@@ -770,14 +773,8 @@ TEST_CASE_FIXTURE(registry_fixture, "redeliver: a new agent stream in a wait "
                                     "gets the awaited signal again, same "
                                     "uuid, also after a restart; the flow "
                                     "does not move by itself") {
-  put(test::make_job("j"));
-  init("j");
-  reg("j");
-  auto agent = subscribe("j");
-  auto report = [&](flow_input in) {
-    return request<biz_status>(registry, report_atom::value,
-                               client_info{"j", "", "test"}, std::move(in));
-  };
+  auto agent = registered("j");
+  auto report = [&](flow_input in) { return this->report("j", std::move(in)); };
   flow_input fault;
   fault.kind = report_kind::process;
   fault.faults = {{"0", "1"}};
