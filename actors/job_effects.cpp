@@ -1,7 +1,9 @@
 #include "actors/job_effects.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <random>
+#include <set>
 
 #include <caf/typed_event_based_actor.hpp>
 
@@ -19,6 +21,67 @@ bool changes_annotations(const event_body& body) {
   return std::holds_alternative<annotations_changed>(body)
     || std::holds_alternative<job_registered>(body)
     || std::holds_alternative<job_put>(body);
+}
+
+// What the log line of a flow's end says, taken from the model before the
+// step that ends it is applied (the step resets the flow).
+struct flow_end {
+  std::string uuid;
+  std::string strategy;
+  size_t fault_ranks = 0;
+  int64_t started_ms = 0;
+};
+
+// The flow `ev` ends, if it is a step that takes the machine back to idle.
+std::optional<flow_end> ending_flow(const job_model& model, const event& ev) {
+  const auto* x = std::get_if<flow_stepped>(&ev.body);
+  if (x == nullptr)
+    return std::nullopt;
+  const auto& path = x->path;
+  bool ends = false;
+  for (size_t k = 1; k < path.size(); ++k)
+    ends = ends || (path[k] == st::init && path[k - 1] != st::init);
+  if (!ends)
+    return std::nullopt;
+  const auto& flow = model.rec.flow;
+  const auto& d = x->change;
+  flow_end result;
+  result.uuid = flow.uuid;
+  if (result.uuid.empty() && d.replaces(recovery_field::uuid))
+    result.uuid = d.values.flow.uuid;
+  if (!flow.decided.empty())
+    result.strategy = flow.decided.back();
+  if (d.replaces(recovery_field::decided) && !d.values.flow.decided.empty())
+    result.strategy = d.values.flow.decided.back();
+  // The ranks the flow knew plus those this step names.
+  std::set<std::string> ranks;
+  for (const auto& entry : flow.faults)
+    ranks.insert(entry.first);
+  for (const auto& f : x->input.faults)
+    ranks.insert(f.rank_id);
+  for (const auto& entry : d.faults_set)
+    ranks.insert(entry.first);
+  result.fault_ranks = ranks.size();
+  result.started_ms = flow.started_ms > 0 ? flow.started_ms : ev.time_ms;
+  return result;
+}
+
+// Logs the end of a flow: info, or warn when it failed or fell back.
+// `outcome` is how the step left the job's last outcome.
+void log_flow_end(const std::string& job_id, const flow_end& f,
+                  const std::string& outcome, int64_t now_ms) {
+  auto has = [&](const char* word) {
+    return outcome.find(word) != std::string::npos;
+  };
+  bool bad = has("fail") || has("fallback") || has("killed") || has("exit");
+  auto level = bad ? spdlog::level::warn : spdlog::level::info;
+  auto strategy = f.strategy.empty() ? std::string{"none"} : f.strategy;
+  log_fields fields{job_id, f.uuid};
+  SPDLOG_LOGGER_CALL(&logger(), level,
+                     "job {} flow {} ended: outcome {}, strategy {}, {} fault "
+                     "ranks, {} ms",
+                     job_id, f.uuid, outcome, strategy, f.fault_ranks,
+                     now_ms - f.started_ms);
 }
 
 } // namespace
@@ -331,7 +394,19 @@ void commit(job_self self, std::vector<event_body> bodies,
         for (auto& ev : evs) {
           ES_DEBUG("job {} appended {} #{}", st.model.spec.job_id,
                    kind_name(ev.body), ev.seq);
+          auto ended = ending_flow(st.model, ev);
+          auto outcomes = st.model.rec.job.flows;
+          auto time_ms = ev.time_ms;
           st.model = apply(std::move(st.model), std::move(ev));
+          if (ended) {
+            const auto& job = st.model.rec.job;
+            // A step that counted no flow left no outcome of its own.
+            log_flow_end(st.model.spec.job_id, *ended,
+                         job.flows != outcomes && !job.last_outcome.empty()
+                           ? job.last_outcome
+                           : std::string{"ended"},
+                         time_ms);
+          }
         }
         st.events_since_snapshot = since;
         after_events(self, evs);

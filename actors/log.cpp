@@ -9,33 +9,64 @@ namespace recoverd {
 
 namespace {
 
+thread_local const log_fields* current_fields = nullptr;
+
+// Appends `text` as the body of a JSON string.
+void append_json_escaped(std::string_view text, spdlog::memory_buf_t& dest) {
+  static constexpr char hex[] = "0123456789abcdef";
+  for (auto c : text) {
+    switch (c) {
+      case '"': dest.append(std::string_view{"\\\""}); break;
+      case '\\': dest.append(std::string_view{"\\\\"}); break;
+      case '\n': dest.append(std::string_view{"\\n"}); break;
+      case '\r': dest.append(std::string_view{"\\r"}); break;
+      case '\t': dest.append(std::string_view{"\\t"}); break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[] = {'\\', 'u', '0', '0', hex[(c >> 4) & 0xf],
+                        hex[c & 0xf]};
+          dest.append(buf, buf + sizeof(buf));
+        } else {
+          dest.push_back(c);
+        }
+    }
+  }
+}
+
 // Writes the message as the body of a JSON string.
 class json_escaped_message : public spdlog::custom_flag_formatter {
 public:
   void format(const spdlog::details::log_msg& msg, const std::tm&,
               spdlog::memory_buf_t& dest) override {
-    static constexpr char hex[] = "0123456789abcdef";
-    for (auto c : msg.payload) {
-      switch (c) {
-        case '"': dest.append(std::string_view{"\\\""}); break;
-        case '\\': dest.append(std::string_view{"\\\\"}); break;
-        case '\n': dest.append(std::string_view{"\\n"}); break;
-        case '\r': dest.append(std::string_view{"\\r"}); break;
-        case '\t': dest.append(std::string_view{"\\t"}); break;
-        default:
-          if (static_cast<unsigned char>(c) < 0x20) {
-            char buf[] = {'\\', 'u', '0', '0', hex[(c >> 4) & 0xf],
-                          hex[c & 0xf]};
-            dest.append(buf, buf + sizeof(buf));
-          } else {
-            dest.push_back(c);
-          }
-      }
-    }
+    append_json_escaped({msg.payload.data(), msg.payload.size()}, dest);
   }
 
   std::unique_ptr<custom_flag_formatter> clone() const override {
     return std::make_unique<json_escaped_message>();
+  }
+};
+
+// Writes the `log_fields` in scope as JSON members, each after a comma.
+class json_fields : public spdlog::custom_flag_formatter {
+public:
+  void format(const spdlog::details::log_msg&, const std::tm&,
+              spdlog::memory_buf_t& dest) override {
+    const auto* x = log_fields::current();
+    if (x == nullptr)
+      return;
+    auto member = [&](std::string_view name, const std::string& value) {
+      dest.append(std::string_view{",\""});
+      dest.append(name);
+      dest.append(std::string_view{"\":\""});
+      append_json_escaped(value, dest);
+      dest.push_back('"');
+    };
+    member("job", x->job());
+    member("uuid", x->uuid());
+  }
+
+  std::unique_ptr<custom_flag_formatter> clone() const override {
+    return std::make_unique<json_fields>();
   }
 };
 
@@ -70,6 +101,19 @@ std::shared_ptr<spdlog::logger> make_logger() {
 
 } // namespace
 
+log_fields::log_fields(std::string job, std::string uuid)
+  : job_(std::move(job)), uuid_(std::move(uuid)), outer_(current_fields) {
+  current_fields = this;
+}
+
+log_fields::~log_fields() {
+  current_fields = outer_;
+}
+
+const log_fields* log_fields::current() {
+  return current_fields;
+}
+
 spdlog::logger& logger() {
   static auto instance = make_logger();
   return *instance;
@@ -79,8 +123,9 @@ std::unique_ptr<spdlog::formatter>
 make_log_formatter(const std::string& format) {
   auto f = std::make_unique<spdlog::pattern_formatter>();
   if (format == "json") {
-    f->add_flag<json_escaped_message>('*').set_pattern(
-      R"({"time":"%Y-%m-%dT%H:%M:%S.%e%z","level":"%l","msg":"%*"})");
+    f->add_flag<json_escaped_message>('*');
+    f->add_flag<json_fields>('&').set_pattern(
+      R"({"time":"%Y-%m-%dT%H:%M:%S.%e%z","level":"%l","msg":"%*"%&})");
   } else if (format == "text") {
     f->add_flag<text_escaped_message>('*').set_pattern(
       "%Y-%m-%dT%H:%M:%S.%e%z %l %*");

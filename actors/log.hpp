@@ -25,6 +25,35 @@ spdlog::logger& logger();
 std::unique_ptr<spdlog::formatter>
 make_log_formatter(const std::string& format);
 
+/// Structured fields for the lines logged on this thread while it lives:
+/// the JSON format writes them as members ("job", "uuid") after "msg"; the
+/// text format leaves them out (the message names them). The logger formats
+/// on the calling thread, so a field reaches exactly the lines in its scope.
+class log_fields {
+public:
+  log_fields(std::string job, std::string uuid);
+  ~log_fields();
+
+  log_fields(const log_fields&) = delete;
+  log_fields& operator=(const log_fields&) = delete;
+
+  /// The fields in scope on this thread, innermost; null when none.
+  static const log_fields* current();
+
+  const std::string& job() const {
+    return job_;
+  }
+
+  const std::string& uuid() const {
+    return uuid_;
+  }
+
+private:
+  std::string job_;
+  std::string uuid_;
+  const log_fields* outer_;
+};
+
 /// Sets level ("trace", "debug", "info", "warn", "error", "off") and format
 /// ("text" or "json"). Returns false on an unknown name.
 bool configure_logging(const std::string& level, const std::string& format);

@@ -2,8 +2,12 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include <google/protobuf/descriptor.h>
+#include <unistd.h>
 
 namespace recoverd {
 
@@ -93,6 +97,86 @@ void histogram_samples(std::string& out, const std::string& name,
   sample(out, name + "_bucket", with, count);
   sample(out, name + "_sum", ls, number(sum));
   sample(out, name + "_count", ls, count);
+}
+
+// The first whitespace-separated field of the line of `path` that starts
+// with `key`, or 0.
+uint64_t proc_field(const char* path, const std::string& key) {
+  std::ifstream in{path};
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(key, 0) == 0) {
+      std::istringstream rest{line.substr(key.size())};
+      uint64_t x = 0;
+      rest >> x;
+      return x;
+    }
+  return 0;
+}
+
+// Resident pages per /proc/self/statm, in bytes.
+uint64_t resident_bytes() {
+  std::ifstream in{"/proc/self/statm"};
+  uint64_t size = 0;
+  uint64_t resident = 0;
+  if (!(in >> size >> resident))
+    return 0;
+  auto page = ::sysconf(_SC_PAGESIZE);
+  return resident * static_cast<uint64_t>(page > 0 ? page : 4096);
+}
+
+// Entries of /proc/self/fd (counting the one that lists them).
+uint64_t open_fds() {
+  std::error_code ec;
+  uint64_t n = 0;
+  for (std::filesystem::directory_iterator i{"/proc/self/fd", ec}, end;
+       !ec && i != end; i.increment(ec))
+    ++n;
+  return n;
+}
+
+// Unix seconds of the process start: field 22 of /proc/self/stat (clock
+// ticks after boot) plus btime of /proc/stat; 0 if either is unreadable.
+double start_time_seconds() {
+  std::ifstream in{"/proc/self/stat"};
+  std::string stat;
+  std::getline(in, stat);
+  // The command name (field 2) may hold spaces; count from its ')'.
+  auto close = stat.rfind(')');
+  if (close == std::string::npos)
+    return 0;
+  std::istringstream fields{stat.substr(close + 1)};
+  std::string field;
+  for (int i = 3; i < 22 && fields >> field; ++i) {
+    // skip fields 3..21
+  }
+  uint64_t ticks = 0;
+  auto boot = proc_field("/proc/stat", "btime");
+  auto hz = ::sysconf(_SC_CLK_TCK);
+  if (!(fields >> ticks) || boot == 0 || hz <= 0)
+    return 0;
+  return static_cast<double>(boot)
+         + static_cast<double>(ticks) / static_cast<double>(hz);
+}
+
+// The build and process series, read from /proc/self at each scrape.
+void render_process(std::string& out) {
+  family(out, "recoverd_build_info", "gauge",
+         "Always 1; the label names the version of this build.");
+  sample(out, "recoverd_build_info", {{"version", RECOVERD_VERSION}}, 1);
+  family(out, "process_resident_memory_bytes", "gauge",
+         "Resident memory size in bytes.");
+  sample(out, "process_resident_memory_bytes", {}, resident_bytes());
+  family(out, "process_open_fds", "gauge", "Open file descriptors.");
+  sample(out, "process_open_fds", {}, open_fds());
+  family(out, "process_threads", "gauge", "Threads of the process.");
+  sample(out, "process_threads", {},
+         proc_field("/proc/self/status", "Threads:"));
+  family(out, "process_start_time_seconds", "gauge",
+         "Start time of the process since the Unix epoch in seconds.");
+  char start[32];
+  std::snprintf(start, sizeof(start), "%.2f", start_time_seconds());
+  sample(out, "process_start_time_seconds", {}, start);
 }
 
 class metrics_interceptor final : public grpc::experimental::Interceptor {
@@ -404,6 +488,7 @@ std::string render_metrics(const request_metrics& requests,
   family(out, "recoverd_event_watchers_dropped_total", "counter",
          "Event watchers dropped for falling behind.");
   sample(out, "recoverd_event_watchers_dropped_total", {}, c.hub.dropped);
+  render_process(out);
   return out;
 }
 

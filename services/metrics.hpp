@@ -87,7 +87,8 @@ std::set<std::string> grpc_methods(const std::vector<std::string>& services);
 /// Name of a gRPC status code, e.g. "NOT_FOUND".
 const char* status_code_name(grpc::StatusCode code);
 
-/// The whole /metrics page.
+/// The whole /metrics page, with the build and process series
+/// (recoverd_build_info, process_*) read from /proc/self at each call.
 std::string render_metrics(const request_metrics& requests,
                            const cluster_stats& cluster);
 

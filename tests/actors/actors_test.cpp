@@ -1,7 +1,13 @@
 #include <doctest/doctest.h>
 
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/sinks/ostream_sink.h>
+
 #include "actors/job_registry.hpp"
 #include "actors/journal.hpp"
+#include "actors/log.hpp"
 #include "fixtures/actor_fixture.hpp"
 #include "fixtures/jobs.hpp"
 #include "fixtures/temp_dir.hpp"
@@ -103,6 +109,41 @@ struct registry_fixture : test::actor_fixture {
                      client_info{id, "taskd", "test"},
                      signal_sink_ptr{sink});
     return sink;
+  }
+
+  /// Puts, inits and registers job `id`; returns its agent stream.
+  std::shared_ptr<signal_sink> registered(const std::string& id) {
+    put(test::make_job(id));
+    init(id);
+    reg(id);
+    return subscribe(id);
+  }
+
+  biz_status report(const std::string& id, flow_input in) {
+    return request<biz_status>(registry, report_atom::value,
+                               client_info{id, "", "test"}, std::move(in));
+  }
+
+  /// Reports a fault of `ranks` of job `id`, whose agent stream is `agent`;
+  /// returns the uuid of the flow it starts (or joins).
+  std::string fault(const std::string& id, signal_sink& agent,
+                    std::vector<fault_rank> ranks) {
+    flow_input in;
+    in.kind = report_kind::process;
+    in.faults = std::move(ranks);
+    CHECK(report(id, in).code == 0);
+    REQUIRE_FALSE(agent.items.empty());
+    return agent.items.back().uuid;
+  }
+
+  /// A flow of job `id` that stop-complete 404 kills; returns its uuid.
+  std::string killed_flow(const std::string& id, signal_sink& agent) {
+    auto uuid = fault(id, agent, {{"8", "1"}});
+    flow_input stop;
+    stop.kind = report_kind::stop;
+    stop.report.code = 404;
+    CHECK(report(id, stop).code == 0);
+    return uuid;
   }
 
   std::vector<std::string> event_kinds(const std::string& id) {
@@ -625,18 +666,115 @@ TEST_CASE_FIXTURE(registry_fixture, "snapshots stay every N events across "
   CHECK(replayed->state.spec.annotations.at("k") == "6");
 }
 
+namespace {
+
+/// Lines the daemon's logger writes while it lives (text format, level
+/// info and up).
+struct log_capture {
+  std::ostringstream out;
+
+  explicit log_capture(const std::string& format = "text") {
+    logger().sinks().push_back(
+      std::make_shared<spdlog::sinks::ostream_sink_st>(out));
+    REQUIRE(configure_logging("info", format));
+  }
+
+  ~log_capture() {
+    logger().sinks().pop_back();
+    configure_logging("info", "text");
+  }
+
+  /// The lines that contain `what`.
+  std::vector<std::string> lines(const std::string& what) const {
+    std::vector<std::string> result;
+    std::istringstream text{out.str()};
+    for (std::string line; std::getline(text, line);)
+      if (line.find(what) != std::string::npos)
+        result.push_back(line);
+    return result;
+  }
+};
+
+} // namespace
+
+TEST_CASE_FIXTURE(registry_fixture, "log: a finished flow logs one line with "
+                                    "its uuid, outcome, strategy, fault "
+                                    "ranks and duration; a failed one warns") {
+  auto agent = registered("j");
+  auto report = [&](flow_input in) { return this->report("j", std::move(in)); };
+  auto state = [&] {
+    return request<job_status>(registry, get_atom::value, std::string{"j"})
+      .recovery_state;
+  };
+  // Fires timers (the fault flush wait, the HCCL delay) until `to`.
+  auto reach = [&](flow_state to) {
+    for (int i = 0; i < 5 && state() != to_string(to); ++i)
+      fire_timers();
+    REQUIRE(state() == to_string(to));
+  };
+  log_capture logs;
+  MESSAGE("a recovery that succeeds: one info line (a normal fault takes "
+          "the whole pod: 8 ranks)");
+  auto uuid = fault("j", *agent, {{"3", "1"}, {"4", "1"}});
+  now += 1500;
+  flow_input stop;
+  stop.kind = report_kind::stop;
+  CHECK(report(stop).code == 0);
+  reach(st::wait_recover_strategy);
+  flow_input strategies;
+  strategies.kind = report_kind::strategy;
+  strategies.strategies = {"recover", "dump"};
+  CHECK(report(strategies).code == 0);
+  reach(st::wait_process_recover_status);
+  CHECK(logs.lines(" ended: ").empty());
+  flow_input status;
+  status.kind = report_kind::status;
+  status.report.strategy = "recover";
+  CHECK(report(status).code == 0);
+  REQUIRE(state() == to_string(st::init));
+  auto ended = logs.lines(" ended: ");
+  REQUIRE(ended.size() == 1);
+  CHECK(ended[0].find(" info job j flow " + uuid
+                      + " ended: outcome recover-success, strategy recover, "
+                        "8 fault ranks, 1500 ms")
+        != std::string::npos);
+  MESSAGE("stop-complete 404 kills the job: one warn line");
+  uuid = killed_flow("j", *agent);
+  CHECK_FALSE(uuid.empty());
+  REQUIRE(state() == to_string(st::init));
+  ended = logs.lines(" ended: ");
+  REQUIRE(ended.size() == 2);
+  CHECK(ended[1].find(" warning job j flow " + uuid
+                      + " ended: outcome killed, strategy none, 1 fault "
+                        "ranks, 0 ms")
+        != std::string::npos);
+}
+
+TEST_CASE_FIXTURE(registry_fixture, "log: in JSON, a finished flow's line "
+                                    "has job and uuid fields") {
+  auto agent = registered("j");
+  log_capture logs{"json"};
+  auto uuid = killed_flow("j", *agent);
+  auto ended = logs.lines(" ended: ");
+  REQUIRE(ended.size() == 1);
+  auto line = nlohmann::json::parse(ended[0]);
+  CHECK(line["level"] == "warning");
+  CHECK(line["job"] == "j");
+  CHECK(line["uuid"] == uuid);
+  CHECK(line["msg"].get<std::string>().find("outcome killed")
+        != std::string::npos);
+  MESSAGE("other lines have no such fields");
+  auto sent = logs.lines("sent killMaster");
+  REQUIRE(sent.size() == 1);
+  CHECK_FALSE(nlohmann::json::parse(sent[0]).contains("job"));
+}
+
 TEST_CASE_FIXTURE(registry_fixture, "redeliver: a new agent stream in a wait "
                                     "gets the awaited signal again, same "
                                     "uuid, also after a restart; the flow "
                                     "does not move by itself") {
-  put(test::make_job("j"));
-  init("j");
-  reg("j");
-  auto agent = subscribe("j");
-  auto report = [&](flow_input in) {
-    return request<biz_status>(registry, report_atom::value,
-                               client_info{"j", "", "test"}, std::move(in));
-  };
+  auto agent = registered("j");
+  auto report = [&](flow_input in) { return this->report("j", std::move(in)); };
   flow_input fault;
   fault.kind = report_kind::process;
   fault.faults = {{"0", "1"}};

@@ -259,6 +259,41 @@ TEST_CASE("metrics: unknown HTTP paths and gRPC methods are one label "
         != std::string::npos);
 }
 
+/// The value of the sample line that starts with `name` (labels included)
+/// in a /metrics page; -1 if there is none.
+double metric_value(const std::string& text, const std::string& name) {
+  auto i = text.find("\n" + name);
+  if (i == std::string::npos)
+    return -1;
+  auto space = text.find(' ', i + name.size());
+  return std::stod(text.substr(space + 1, text.find('\n', space) - space));
+}
+
+TEST_CASE("metrics: build info and process series from /proc/self") {
+  http_fixture fx;
+  auto text = fx.metrics();
+  for (const auto* type :
+       {"# TYPE recoverd_build_info gauge",
+        "# TYPE process_resident_memory_bytes gauge",
+        "# TYPE process_open_fds gauge", "# TYPE process_threads gauge",
+        "# TYPE process_start_time_seconds gauge"})
+    CHECK_MESSAGE(text.find(type) != std::string::npos, type);
+  MESSAGE("build info names this version");
+  CHECK(metric_value(text, std::string{"recoverd_build_info{version=\""}
+                             + RECOVERD_VERSION + "\"}")
+        == 1);
+  MESSAGE("the process figures are plausible");
+  CHECK(metric_value(text, "process_resident_memory_bytes ") > 1 << 20);
+  CHECK(metric_value(text, "process_open_fds ") > 0);
+  CHECK(metric_value(text, "process_threads ") >= 1);
+  auto now = std::chrono::duration<double>(
+               std::chrono::system_clock::now().time_since_epoch())
+               .count();
+  auto start = metric_value(text, "process_start_time_seconds ");
+  CHECK(start > now - 24 * 3600);
+  CHECK(start <= now + 1);
+}
+
 TEST_CASE("http: slow clients (slowloris) and idle connections hold no "
           "request thread and are closed after the request timeout") {
   constexpr auto timeout = 1500ms;
