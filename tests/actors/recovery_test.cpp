@@ -60,6 +60,13 @@ struct machine {
     feed(in);
   }
 
+  // Feeds an input that is only an event (a timer, a check).
+  void input(flow_event name) {
+    flow_input in;
+    in.name = name;
+    feed(in);
+  }
+
   // Confirms delivery of the outbox signal.
   process_signal deliver() {
     REQUIRE(rec.flow.outbox.has_value());
@@ -440,9 +447,7 @@ TEST_CASE("dump then exit: dump_exit, reschedule, restart-all, fallback") {
   CHECK(m.rec.flow.state == st::fault_retry);
   CHECK(m.rec.job.label == "pause");
   CHECK(m.rec.flow.deadline_event == ev::fallback_check);
-  flow_input check;
-  check.name = ev::fallback_check;
-  m.feed(check);
+  m.input(ev::fallback_check);
   CHECK(m.rec.flow.state == st::init);
   CHECK(m.rec.job.label == "on");
   CHECK(m.rec.job.last_outcome == "job-level-fallback");
@@ -461,9 +466,7 @@ TEST_CASE("every wait has a deadline") {
   MESSAGE("the job never runs again: kill");
   m.spec.pods[0].running = false;
   m.now = m.rec.flow.wait_until_ms + 1;
-  flow_input check;
-  check.name = ev::fallback_check;
-  m.feed(check);
+  m.input(ev::fallback_check);
   CHECK(m.rec.flow.state == st::notify_kill_job);
   CHECK(m.rec.flow.deadline_event == ev::finish);
   flow_input give_up;
@@ -1057,9 +1060,7 @@ TEST_CASE("restart budget: the N+1st fault within the window is not "
   REQUIRE(m.last_side.size() == 1);
   CHECK(m.last_side[0].change_strategy == "exit");
   CHECK(m.last_side[0].node_rank_ids == std::vector<std::string>{"1"});
-  flow_input check;
-  check.name = ev::fallback_check;
-  m.feed(check);
+  m.input(ev::fallback_check);
   CHECK(m.rec.flow.state == st::init);
   CHECK(m.rec.job.last_outcome == "restart-budget-fallback");
   CHECK(m.rec.job.label == "on");
