@@ -228,6 +228,13 @@ class Adapter:
         self.queue = queue.Queue()
         self.pending = set()
         self.pending_lock = threading.Lock()
+        # Indexes over the informers' caches, kept by `changed`, so a job's
+        # PodGroup and pods and a node's jobs are lookups, not scans of
+        # every pod of the cluster on each resync.
+        self.index_lock = threading.Lock()
+        self.pg_by_job = {}    # job id -> PodGroup
+        self.pods_by_job = {}  # job id -> {pod uid: pod}
+        self.jobs_by_node = {}  # node -> {pod uid: job id}
         self.put_specs = {}    # job id -> the JobSpec last put (bytes)
         self.refused = {}      # job id -> a JobSpec recoverd refused
         self.sent_faults = {}  # job id -> the JobDeviceFaults last sent
@@ -260,6 +267,7 @@ class Adapter:
     # Informer callbacks run on informer threads: they only queue work.
     def changed(self, kind, old, new):
         obj = new or old
+        self.reindex(kind, old, new)
         if kind == "podgroups":
             self.enqueue(("job", job_id_of(obj)))
         elif kind == "pods":
@@ -282,14 +290,39 @@ class Adapter:
         self.queue.put(item)
 
     # --- lookups over the caches ---
+    def reindex(self, kind, old, new):
+        with self.index_lock:
+            if kind == "podgroups":
+                if old is not None and \
+                        self.pg_by_job.get(job_id_of(old)) is not None and \
+                        meta(self.pg_by_job[job_id_of(old)]).get("uid") \
+                        == meta(old).get("uid"):
+                    del self.pg_by_job[job_id_of(old)]
+                if new is not None and job_id_of(new) is not None:
+                    self.pg_by_job[job_id_of(new)] = new
+            elif kind == "pods":
+                for o in (old, new):
+                    if o is None:
+                        continue
+                    uid = meta(o)["uid"]
+                    self.pods_by_job.get(job_id_of(o), {}).pop(uid, None)
+                    node = (o.get("spec") or {}).get("nodeName")
+                    self.jobs_by_node.get(node, {}).pop(uid, None)
+                if new is not None:
+                    uid = meta(new)["uid"]
+                    self.pods_by_job.setdefault(job_id_of(new), {})[uid] = new
+                    node = (new.get("spec") or {}).get("nodeName")
+                    if node:
+                        self.jobs_by_node.setdefault(node, {})[uid] = \
+                            job_id_of(new)
+
     def podgroup_of(self, job_id):
-        for pg in self.podgroups.snapshot():
-            if job_id_of(pg) == job_id:
-                return pg
-        return None
+        with self.index_lock:
+            return self.pg_by_job.get(job_id)
 
     def pods_of(self, job_id):
-        return [p for p in self.pods.snapshot() if job_id_of(p) == job_id]
+        with self.index_lock:
+            return list(self.pods_by_job.get(job_id, {}).values())
 
     # --- Kubernetes -> recoverd ---
     def sync_job(self, job_id):
@@ -435,9 +468,9 @@ class Adapter:
             self.report_faults(job_id)
 
     def jobs_on(self, node):
-        return sorted({job_id_of(p) for p in self.pods.snapshot()
-                       if (p.get("spec") or {}).get("nodeName") == node
-                       and job_id_of(p) in self.managed})
+        with self.index_lock:
+            jobs = set(self.jobs_by_node.get(node, {}).values())
+        return sorted(j for j in jobs if j in self.managed)
 
     # --- recoverd -> Kubernetes ---
     def write_back(self, job_id):
