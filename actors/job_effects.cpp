@@ -76,7 +76,7 @@ void log_flow_end(const std::string& job_id, const flow_end& f,
   bool bad = has("fail") || has("fallback") || has("killed") || has("exit");
   auto level = bad ? spdlog::level::warn : spdlog::level::info;
   auto strategy = f.strategy.empty() ? std::string{"none"} : f.strategy;
-  log_fields fields{job_id, f.uuid};
+  log_fields fields{job_id, f.uuid, to_string(flow_state::init)};
   SPDLOG_LOGGER_CALL(&logger(), level,
                      "job {} flow {} ended: outcome {}, strategy {}, {} fault "
                      "ranks, {} ms",
@@ -206,6 +206,13 @@ const process_signal* awaited_for(const job_state& st, const char* type) {
   return &*awaited;
 }
 
+// The JSON log fields of a job's lines: the job, its running flow and the
+// machine's state.
+log_fields fields_of(const job_state& st) {
+  const auto& flow = st.model.rec.flow;
+  return {st.model.spec.job_id, flow.uuid, to_string(flow.state)};
+}
+
 } // namespace
 
 void redeliver_awaited(job_self self, const signal_sink_ptr& sink) {
@@ -213,6 +220,7 @@ void redeliver_awaited(job_self self, const signal_sink_ptr& sink) {
   const auto* sig = awaited_for(st, nullptr);
   if (sig == nullptr || !sink->push(*sig))
     return;
+  auto fields = fields_of(st);
   ES_INFO("job {} sent {} {} again to a new agent stream (uuid {})",
           st.model.spec.job_id, sig->signal_type, sig->change_strategy,
           sig->uuid);
@@ -238,6 +246,7 @@ void deliver_outbox(job_self self) {
   auto& st = self->state;
   if (!st.model.rec.flow.outbox)
     return;
+  auto fields = fields_of(st);
   auto sig = *st.model.rec.flow.outbox;
   const auto& id = st.model.spec.job_id;
   if (is_worker_signal(sig)) {
@@ -278,6 +287,7 @@ namespace {
 // recovery state and spec already moved into the model).
 void after_events(self_ptr self, const std::vector<event>& evs) {
   auto& st = self->state;
+  auto fields = fields_of(st);
   bool notify_watchers = false;
   bool flow = false;
   bool job_changed = false;

@@ -62,7 +62,10 @@ public:
       dest.push_back('"');
     };
     member("job", x->job());
-    member("uuid", x->uuid());
+    if (!x->uuid().empty())
+      member("uuid", x->uuid());
+    if (!x->state().empty())
+      member("state", x->state());
   }
 
   std::unique_ptr<custom_flag_formatter> clone() const override {
@@ -101,8 +104,11 @@ std::shared_ptr<spdlog::logger> make_logger() {
 
 } // namespace
 
-log_fields::log_fields(std::string job, std::string uuid)
-  : job_(std::move(job)), uuid_(std::move(uuid)), outer_(current_fields) {
+log_fields::log_fields(std::string job, std::string uuid, std::string state)
+  : job_(std::move(job)),
+    uuid_(std::move(uuid)),
+    state_(std::move(state)),
+    outer_(current_fields) {
   current_fields = this;
 }
 

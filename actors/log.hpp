@@ -26,12 +26,14 @@ std::unique_ptr<spdlog::formatter>
 make_log_formatter(const std::string& format);
 
 /// Structured fields for the lines logged on this thread while it lives:
-/// the JSON format writes them as members ("job", "uuid") after "msg"; the
+/// the JSON format writes them as members ("job", "uuid", "state"; an empty
+/// uuid or state is left out) after "msg"; the
 /// text format leaves them out (the message names them). The logger formats
 /// on the calling thread, so a field reaches exactly the lines in its scope.
 class log_fields {
 public:
-  log_fields(std::string job, std::string uuid);
+  /// @param state The recovery machine's state the lines speak of.
+  log_fields(std::string job, std::string uuid, std::string state = {});
   ~log_fields();
 
   log_fields(const log_fields&) = delete;
@@ -48,9 +50,14 @@ public:
     return uuid_;
   }
 
+  const std::string& state() const {
+    return state_;
+  }
+
 private:
   std::string job_;
   std::string uuid_;
+  std::string state_;
   const log_fields* outer_;
 };
 

@@ -10,6 +10,7 @@
 #include "actors/log.hpp"
 #include "fixtures/actor_fixture.hpp"
 #include "fixtures/jobs.hpp"
+#include "fixtures/log_capture.hpp"
 #include "fixtures/temp_dir.hpp"
 #include "storage/event_codec.hpp"
 #include "storage/event_log.hpp"
@@ -666,36 +667,6 @@ TEST_CASE_FIXTURE(registry_fixture, "snapshots stay every N events across "
   CHECK(replayed->state.spec.annotations.at("k") == "6");
 }
 
-namespace {
-
-/// Lines the daemon's logger writes while it lives (text format, level
-/// info and up).
-struct log_capture {
-  std::ostringstream out;
-
-  explicit log_capture(const std::string& format = "text") {
-    logger().sinks().push_back(
-      std::make_shared<spdlog::sinks::ostream_sink_st>(out));
-    REQUIRE(configure_logging("info", format));
-  }
-
-  ~log_capture() {
-    logger().sinks().pop_back();
-    configure_logging("info", "text");
-  }
-
-  /// The lines that contain `what`.
-  std::vector<std::string> lines(const std::string& what) const {
-    std::vector<std::string> result;
-    std::istringstream text{out.str()};
-    for (std::string line; std::getline(text, line);)
-      if (line.find(what) != std::string::npos)
-        result.push_back(line);
-    return result;
-  }
-};
-
-} // namespace
 
 TEST_CASE_FIXTURE(registry_fixture, "log: a finished flow logs one line with "
                                     "its uuid, outcome, strategy, fault "
@@ -750,8 +721,8 @@ TEST_CASE_FIXTURE(registry_fixture, "log: a finished flow logs one line with "
         != std::string::npos);
 }
 
-TEST_CASE_FIXTURE(registry_fixture, "log: in JSON, a finished flow's line "
-                                    "has job and uuid fields") {
+TEST_CASE_FIXTURE(registry_fixture, "log: in JSON, a job's lines have job, "
+                                    "uuid and state fields") {
   auto agent = registered("j");
   log_capture logs{"json"};
   auto uuid = killed_flow("j", *agent);
@@ -761,12 +732,21 @@ TEST_CASE_FIXTURE(registry_fixture, "log: in JSON, a finished flow's line "
   CHECK(line["level"] == "warning");
   CHECK(line["job"] == "j");
   CHECK(line["uuid"] == uuid);
+  CHECK(line["state"] == "INIT");
   CHECK(line["msg"].get<std::string>().find("outcome killed")
         != std::string::npos);
-  MESSAGE("other lines have no such fields");
+  MESSAGE("a signal's line names the flow and the state it was sent in");
   auto sent = logs.lines("sent killMaster");
   REQUIRE(sent.size() == 1);
-  CHECK_FALSE(nlohmann::json::parse(sent[0]).contains("job"));
+  auto sent_line = nlohmann::json::parse(sent[0]);
+  CHECK(sent_line["job"] == "j");
+  CHECK(sent_line["uuid"] == uuid);
+  CHECK(sent_line["state"].get<std::string>() != "INIT");
+  MESSAGE("a line of no job has no such fields");
+  ES_INFO("a line of no job");
+  auto plain = logs.lines("a line of no job");
+  REQUIRE(plain.size() == 1);
+  CHECK_FALSE(nlohmann::json::parse(plain[0]).contains("job"));
 }
 
 TEST_CASE_FIXTURE(registry_fixture, "redeliver: a new agent stream in a wait "
