@@ -14,6 +14,7 @@
 #include "actors/error.hpp"
 #include "actors/log.hpp"
 #include "services/app.hpp"
+#include "services/grpc_log.hpp"
 
 using namespace recoverd;
 
@@ -301,6 +302,7 @@ int main(int argc, char** argv) {
     std::cerr << "recoverd: bad --log-level or --log-format\n";
     return 2;
   }
+  route_grpc_logs();
   if (!parse_sync_policy(sync, opts.journal.sync)
       || !parse_duration(sync_interval, opts.journal.sync_interval)) {
     std::cerr << "recoverd: bad --sync or --sync-interval\n";
