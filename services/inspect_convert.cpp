@@ -135,6 +135,7 @@ void to_proto(const std::vector<component_status>& xs,
     to_proto(x, *out.add_components());
   }
   out.set_healthy(healthy);
+  out.set_version(RECOVERD_VERSION);
 }
 
 std::string to_json(const google::protobuf::Message& msg, bool pretty) {

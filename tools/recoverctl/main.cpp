@@ -9,6 +9,7 @@
 // problem or did not answer); 2 bad usage or bad input (nothing was
 // sent); 3 the daemon (offline: the data directory) could not be reached.
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -29,6 +30,7 @@
 
 #include "actors/error.hpp"
 #include "actors/model/incidents.hpp"
+#include "actors/model/text.hpp"
 #include "inspect.grpc.pb.h"
 #include "platform.grpc.pb.h"
 #include "recover.grpc.pb.h"
@@ -36,9 +38,11 @@
 #include "storage/event_codec.hpp"
 #include "storage/event_log.hpp"
 #include "storage/retention.hpp"
+#include "tools/recoverctl/output.hpp"
 
 namespace pb = recoverd::platform::v1;
 namespace pi = recoverd::inspection::v1;
+using recoverctl::output_format;
 
 namespace {
 
@@ -55,14 +59,25 @@ struct options {
   std::string key;
   /// Bearer token sent as `authorization: Bearer ...` (TLS only).
   std::string token;
-  std::string timeout = "10";
-  /// "table" for people, "json" for scripts.
+  /// --timeout as given ("10", "5s", "500ms"), and parsed.
+  std::string timeout = "10s";
+  recoverd::millis timeout_ms{10'000};
+  /// -o: "table" or "wide" for people, "json" or "yaml" for scripts.
   std::string output = "table";
+  output_format format = output_format::table;
 
+  /// True when the whole answer is printed (JSON or YAML), not a table.
   bool json() const {
-    return output == "json";
+    return format == output_format::json || format == output_format::yaml;
+  }
+
+  bool wide() const {
+    return format == output_format::wide;
   }
 };
+
+// The -o of this run: set once by main, before any command runs.
+output_format chosen_format = output_format::table;
 
 int fail(int code, const std::string& msg) {
   std::cerr << "recoverctl: " << msg << "\n";
@@ -82,15 +97,9 @@ int rpc_failed(const grpc::Status& st, const std::string& server) {
   return fail(exit_refused, st.error_message());
 }
 
-std::string to_json(const google::protobuf::Message& msg) {
-  google::protobuf::util::JsonPrintOptions opts;
-  opts.add_whitespace = true;
-  opts.always_print_primitive_fields = true;
-  std::string out;
-  auto st = google::protobuf::util::MessageToJsonString(msg, &out, opts);
-  if (!st.ok())
-    return "{}";
-  return out;
+// A whole answer for scripts, as -o asked (JSON or YAML).
+std::string structured(const google::protobuf::Message& msg) {
+  return recoverctl::render(msg, chosen_format);
 }
 
 // One message as compact JSON (for JSON-lines streams).
@@ -142,9 +151,7 @@ public:
 
   std::unique_ptr<grpc::ClientContext> context() const {
     auto ctx = std::make_unique<grpc::ClientContext>();
-    ctx->set_deadline(std::chrono::system_clock::now()
-                      + std::chrono::milliseconds(
-                        static_cast<int64_t>(std::stod(opts_.timeout) * 1000)));
+    ctx->set_deadline(std::chrono::system_clock::now() + opts_.timeout_ms);
     return ctx;
   }
 
@@ -186,7 +193,7 @@ int job_put(client& c, const std::string& file) {
   if (auto rst = c.stub().PutJob(ctx.get(), req, &resp); !rst.ok())
     return rpc_failed(rst, c.server());
   if (c.json()) {
-    std::cout << to_json(resp);
+    std::cout << structured(resp);
     return 0;
   }
   std::cout << "job " << resp.job().spec().jobid()
@@ -231,7 +238,7 @@ int job_get(client& c, const std::string& id) {
   if (auto st = c.stub().GetJob(ctx.get(), req, &resp); !st.ok())
     return rpc_failed(st, c.server());
   if (c.json())
-    std::cout << to_json(resp);
+    std::cout << structured(resp);
   else
     print_job(resp);
   return 0;
@@ -245,34 +252,9 @@ int job_delete(client& c, const std::string& id) {
   if (auto st = c.stub().DeleteJob(ctx.get(), req, &resp); !st.ok())
     return rpc_failed(st, c.server());
   if (c.json())
-    std::cout << to_json(resp);
+    std::cout << structured(resp);
   else
     std::cout << "job " << id << " deleted (seq " << resp.lastseq() << ")\n";
-  return 0;
-}
-
-int jobs(client& c, const std::string& ns, bool json) {
-  pb::ListJobsRequest req;
-  req.set_namespace_(ns);
-  pb::ListJobsResponse resp;
-  auto ctx = c.context();
-  if (auto st = c.stub().ListJobs(ctx.get(), req, &resp); !st.ok())
-    return rpc_failed(st, c.server());
-  if (json) {
-    std::cout << to_json(resp);
-    return 0;
-  }
-  std::printf("%-36s %-16s %-10s %-10s %-8s %5s %6s %8s\n", "JOB", "NAME",
-              "NAMESPACE", "STATE", "AGENT", "PODS", "RANKS", "SEQ");
-  for (const auto& j : resp.jobs())
-    std::printf("%-36s %-16s %-10s %-10s %-8s %5d %6d %8llu\n",
-                j.jobid().c_str(), j.name().c_str(), j.namespace_().c_str(),
-                j.recoverystate().c_str(),
-                j.subscribed()   ? "attached"
-                : j.registered() ? "detached"
-                                 : "-",
-                j.pods(), j.ranks(),
-                static_cast<unsigned long long>(j.lastseq()));
   return 0;
 }
 
@@ -300,7 +282,7 @@ int annotate(client& c, const std::string& id,
   if (auto st = c.stub().SetAnnotations(ctx.get(), req, &resp); !st.ok())
     return rpc_failed(st, c.server());
   if (c.json()) {
-    std::cout << to_json(resp);
+    std::cout << structured(resp);
     return 0;
   }
   for (const auto& [k, v] : std::map<std::string, std::string>{
@@ -318,9 +300,7 @@ std::unique_ptr<::Recover::Stub> recover_stub(const options& opts) {
 
 std::unique_ptr<grpc::ClientContext> deadline_context(const options& opts) {
   auto ctx = std::make_unique<grpc::ClientContext>();
-  ctx->set_deadline(std::chrono::system_clock::now()
-                    + std::chrono::milliseconds(
-                      static_cast<int64_t>(std::stod(opts.timeout) * 1000)));
+  ctx->set_deadline(std::chrono::system_clock::now() + opts.timeout_ms);
   return ctx;
 }
 
@@ -471,7 +451,7 @@ int nodes(client& c, bool json) {
   if (auto st = c.stub().ListNodeHealth(ctx.get(), req, &resp); !st.ok())
     return rpc_failed(st, c.server());
   if (json) {
-    std::cout << to_json(resp);
+    std::cout << structured(resp);
     return 0;
   }
   std::printf("%-24s %-36s %-10s %-24s %s\n", "NODE", "JOB", "STATUS", "SINCE",
@@ -496,7 +476,7 @@ int node_clear(client& c, const std::string& node, const std::string& job) {
   if (auto st = c.stub().ClearNodeHealth(ctx.get(), req, &resp); !st.ok())
     return rpc_failed(st, c.server());
   if (c.json()) {
-    std::cout << to_json(resp);
+    std::cout << structured(resp);
     return 0;
   }
   for (const auto& j : resp.jobids())
@@ -513,9 +493,7 @@ struct history_source {
 };
 
 std::chrono::system_clock::time_point deadline_of(const options& opts) {
-  return std::chrono::system_clock::now()
-         + std::chrono::milliseconds(
-           static_cast<int64_t>(std::stod(opts.timeout) * 1000));
+  return std::chrono::system_clock::now() + opts.timeout_ms;
 }
 
 std::unique_ptr<pi::Inspect::Stub> inspect_stub(const options& opts) {
@@ -625,6 +603,11 @@ std::string utc(int64_t ms) {
 }
 
 // "1.234s".
+/// "-" for an empty cell.
+std::string or_dash(const std::string& x) {
+  return x.empty() ? "-" : x;
+}
+
 std::string secs(int64_t ms) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%s%lld.%03llds", ms < 0 ? "-" : "",
@@ -735,18 +718,17 @@ int incidents(const history_source& src, const std::string& job, bool json) {
       return rpc_failed(st, src.opts.server);
   }
   if (json) {
-    std::cout << to_json(resp);
+    std::cout << structured(resp);
     return 0;
   }
-  std::printf("%-3s %-9s %-24s %10s %-18s %-22s %s\n", "#", "KIND", "STARTED",
-              "DURATION", "STRATEGY", "OUTCOME", "PHASES");
+  recoverctl::table out{
+    {"#", "KIND", "STARTED", "DURATION", "STRATEGY", "OUTCOME", "PHASES"}};
   int n = 0;
   for (const auto& x : resp.incidents())
-    std::printf("%-3d %-9s %-24s %10s %-18s %-22s %s\n", ++n, x.kind().c_str(),
-                utc(x.startedms()).c_str(), secs(x.durationms()).c_str(),
-                x.strategy().empty() ? "-" : x.strategy().c_str(),
-                x.active() ? "(running)" : x.outcome().c_str(),
-                phases_text(x).c_str());
+    out.add({std::to_string(++n), x.kind(), utc(x.startedms()),
+             secs(x.durationms()), or_dash(x.strategy()),
+             x.active() ? "(running)" : x.outcome(), phases_text(x)});
+  out.print(std::cout);
   return 0;
 }
 
@@ -826,22 +808,322 @@ int status_cmd(const options& opts, const std::string& job, bool detailed) {
     return rpc_failed(st, opts.server);
   auto rc = resp.healthy() ? 0 : exit_refused;
   if (opts.json()) {
-    std::cout << to_json(resp);
+    std::cout << structured(resp);
     return rc;
   }
-  std::printf("%-24s %-10s %s\n", "COMPONENT", "STATUS", "DETAILS");
+  recoverctl::table out{{"COMPONENT", "STATUS", "DETAILS"}};
   for (const auto& x : resp.components()) {
     const char* state = !x.answered()          ? "NO ANSWER"
                         : !x.problem().empty() ? "PROBLEM"
                                                : "ok";
-    std::printf("%-24s %-10s %s\n", x.name().c_str(), state,
-                status_details(x).c_str());
+    out.add({x.name(), state, status_details(x)});
     if (!x.problem().empty())
-      std::printf("%-24s %-10s %s\n", "", "", x.problem().c_str());
+      out.add({"", "", x.problem()});
   }
+  out.print(std::cout);
   std::printf("recoverd at %s is %s\n", opts.server.c_str(),
               resp.healthy() ? "healthy" : "NOT healthy");
   return rc;
+}
+
+// -- jobs -----------------------------------------------------------------------
+
+/// One job as `jobs` shows it, from a list or from one job's status.
+struct job_line {
+  std::string id;
+  std::string name;
+  std::string ns;
+  std::string state;
+  std::string agent;
+  int pods = 0;
+  int ranks = 0;
+  uint64_t seq = 0;
+  std::string health;
+  uint64_t flows = 0;
+  std::string last_outcome;
+  std::string flow_uuid;
+  int64_t updated_ms = 0;
+};
+
+const char* agent_of(bool subscribed, bool registered) {
+  return subscribed ? "attached" : registered ? "detached" : "-";
+}
+
+job_line line_of(const pb::JobSummary& j, const pi::JobOverview* more) {
+  job_line x;
+  x.id = j.jobid();
+  x.name = j.name();
+  x.ns = j.namespace_();
+  x.state = j.recoverystate();
+  x.agent = agent_of(j.subscribed(), j.registered());
+  x.pods = j.pods();
+  x.ranks = j.ranks();
+  x.seq = j.lastseq();
+  if (more != nullptr) {
+    x.health = more->healthstate();
+    x.flows = more->flows();
+    if (more->has_lastincident())
+      x.last_outcome = more->lastincident().outcome();
+    if (more->has_activeflow())
+      x.flow_uuid = more->activeflow().uuid();
+    x.updated_ms = more->updatedatms();
+  }
+  return x;
+}
+
+job_line line_of(const pb::JobStatus& j) {
+  job_line x;
+  const auto& s = j.spec();
+  x.id = s.jobid();
+  x.name = s.name();
+  x.ns = s.namespace_();
+  x.state = j.recoverystate();
+  x.agent = agent_of(j.subscribed(), j.registered());
+  x.pods = s.pods_size();
+  for (const auto& pod : s.pods())
+    x.ranks += pod.devices_size();
+  x.seq = j.lastseq();
+  x.health = j.healthstate();
+  x.flows = j.flows();
+  x.last_outcome = j.lastoutcome();
+  x.flow_uuid = j.uuid();
+  x.updated_ms = j.updatedatms();
+  return x;
+}
+
+std::vector<std::string> jobs_head(bool wide) {
+  std::vector<std::string> head{"JOB",   "NAME",  "NAMESPACE", "STATE",
+                                "AGENT", "PODS",  "RANKS",     "SEQ"};
+  if (wide)
+    head.insert(head.end(),
+                {"HEALTH", "FLOWS", "LAST-OUTCOME", "RUNNING-FLOW", "UPDATED"});
+  return head;
+}
+
+std::vector<std::string> jobs_row(const job_line& x, bool wide) {
+  std::vector<std::string> row{x.id,
+                               or_dash(x.name),
+                               or_dash(x.ns),
+                               x.state,
+                               x.agent,
+                               std::to_string(x.pods),
+                               std::to_string(x.ranks),
+                               std::to_string(x.seq)};
+  if (wide)
+    row.insert(row.end(),
+               {or_dash(x.health), std::to_string(x.flows),
+                or_dash(x.last_outcome), or_dash(x.flow_uuid),
+                x.updated_ms > 0 ? utc(x.updated_ms) : "-"});
+  return row;
+}
+
+/// Prints the rows of jobs that change, as events arrive, until the daemon
+/// goes away (then exit code 3) or the user stops it.
+int watch_jobs(const options& opts, client& c, const std::string& ns,
+               recoverctl::table& out,
+               std::map<std::string, std::vector<std::string>> shown) {
+  auto stub = inspect_stub(opts);
+  grpc::ClientContext stream_ctx;
+  auto reader = stub->WatchEvents(&stream_ctx, pi::WatchEventsRequest{});
+  pi::EventRecord ev;
+  while (reader->Read(&ev)) {
+    pb::JobRef ref;
+    ref.set_jobid(ev.jobid());
+    pb::JobStatus status;
+    auto ctx = c.context();
+    auto st = c.stub().GetJob(ctx.get(), ref, &status);
+    std::vector<std::string> row;
+    if (st.ok()) {
+      if (!ns.empty() && status.spec().namespace_() != ns)
+        continue;
+      row = jobs_row(line_of(status), opts.wide());
+    } else if (st.error_code() == grpc::StatusCode::NOT_FOUND) {
+      auto it = shown.find(ev.jobid());
+      if (it == shown.end())
+        continue;
+      row = it->second;
+      row[3] = "(deleted)";
+      status.mutable_spec()->set_jobid(ev.jobid());
+      status.set_recoverystate("(deleted)");
+    } else {
+      return rpc_failed(st, opts.server);
+    }
+    auto& last = shown[ev.jobid()];
+    if (row == last)
+      continue;
+    last = row;
+    if (opts.json()) {
+      // One JSON line per change; a deleted job's state is "(deleted)".
+      std::cout << to_json_line(status) << "\n" << std::flush;
+      continue;
+    }
+    out.add(row);
+    out.print_new(std::cout);
+    std::cout << std::flush;
+  }
+  auto st = reader->Finish();
+  return rpc_failed(st.ok() ? grpc::Status{grpc::StatusCode::UNAVAILABLE,
+                                           "the watch ended"}
+                            : st,
+                    opts.server);
+}
+
+/// `jobs`: a table (wide: with the Inspect overview of each job), or the
+/// whole answer; `-w` then prints each change.
+int jobs(const options& opts, client& c, const std::string& ns, bool watch) {
+  pb::ListJobsRequest req;
+  req.set_namespace_(ns);
+  pb::ListJobsResponse resp;
+  auto ctx = c.context();
+  if (auto st = c.stub().ListJobs(ctx.get(), req, &resp); !st.ok())
+    return rpc_failed(st, c.server());
+  if (opts.json()) {
+    std::cout << structured(resp) << std::flush;
+    if (!watch)
+      return 0;
+  }
+  std::map<std::string, pi::JobOverview> more;
+  if (opts.wide()) {
+    pi::ListJobsRequest ireq;
+    ireq.set_namespace_(ns);
+    pi::ListJobsResponse iresp;
+    grpc::ClientContext ictx;
+    ictx.set_deadline(deadline_of(opts));
+    if (auto st = inspect_stub(opts)->ListJobs(&ictx, ireq, &iresp); !st.ok())
+      return rpc_failed(st, opts.server);
+    for (const auto& j : iresp.jobs())
+      more[j.jobid()] = j;
+  }
+  recoverctl::table out{jobs_head(opts.wide())};
+  std::map<std::string, std::vector<std::string>> shown;
+  for (const auto& j : resp.jobs()) {
+    auto it = more.find(j.jobid());
+    auto row = jobs_row(line_of(j, it == more.end() ? nullptr : &it->second),
+                        opts.wide());
+    shown[j.jobid()] = row;
+    out.add(std::move(row));
+  }
+  if (!opts.json())
+    out.print_new(std::cout);
+  std::cout << std::flush;
+  if (!watch)
+    return 0;
+  return watch_jobs(opts, c, ns, out, std::move(shown));
+}
+
+// -- the command line itself ---------------------------------------------------
+
+/// The options every command takes that are followed by a value.
+bool takes_value(const std::string& arg) {
+  static const char* names[] = {"--server", "--ca",      "--cert", "--key",
+                                "--token",  "--timeout", "--output", "-o"};
+  for (const auto* name : names)
+    if (arg == name)
+      return true;
+  return false;
+}
+
+std::vector<std::string> command_names(CLI::App& cli) {
+  std::vector<std::string> result;
+  for (const auto* sub : cli.get_subcommands({}))
+    result.push_back(sub->get_name());
+  return result;
+}
+
+/// The first word that is not an option, when it names no command; else
+/// empty.
+std::string unknown_command(CLI::App& cli, int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.rfind("-", 0) == 0) {
+      if (takes_value(arg))
+        ++i;
+      continue;
+    }
+    auto names = command_names(cli);
+    return std::find(names.begin(), names.end(), arg) == names.end() ? arg
+                                                                     : "";
+  }
+  return {};
+}
+
+/// The words that may follow `app`'s name: its commands and long options.
+std::string words_of(const CLI::App& app) {
+  std::string result;
+  for (const auto* sub : app.get_subcommands({}))
+    result += sub->get_name() + " ";
+  for (const auto* opt : app.get_options())
+    for (const auto& name : opt->get_lnames())
+      result += "--" + name + " ";
+  if (!result.empty())
+    result.pop_back();
+  return result;
+}
+
+/// A bash completion script for the commands and options of `cli`; job ids
+/// where a command takes a JOB (asked of the daemon with `recoverctl jobs`).
+std::string bash_completion(CLI::App& cli) {
+  std::ostringstream out;
+  out << "# bash completion for recoverctl: source <(recoverctl completion "
+         "bash)\n"
+         "_recoverctl() {\n"
+         "  local cur=\"${COMP_WORDS[COMP_CWORD]}\"\n"
+         "  local prev=\"${COMP_WORDS[COMP_CWORD-1]}\"\n"
+         "  local path=\"\" i w\n"
+         "  for ((i = 1; i < COMP_CWORD; i++)); do\n"
+         "    w=\"${COMP_WORDS[i]}\"\n"
+         "    case \"$w\" in\n"
+         "      --server|--ca|--cert|--key|--token|--timeout|--output|-o)"
+         " ((i++)) ;;\n"
+         "      -*) ;;\n"
+         "      *) path=\"${path:+$path }$w\" ;;\n"
+         "    esac\n"
+         "  done\n"
+         "  case \"$prev\" in\n"
+         "    -o|--output) COMPREPLY=($(compgen -W \"table wide json yaml\""
+         " -- \"$cur\")); return ;;\n"
+         "    --ca|--cert|--key|--data-dir) COMPREPLY=($(compgen -f --"
+         " \"$cur\")); return ;;\n"
+         "  esac\n"
+         "  local words=\"\"\n"
+         "  case \"$path\" in\n"
+         "    \"\") words=\"" << words_of(cli) << "\" ;;\n";
+  std::function<void(const CLI::App&, const std::string&)> add
+    = [&](const CLI::App& app, const std::string& path) {
+        for (const auto* sub : app.get_subcommands({})) {
+          auto here = path.empty() ? sub->get_name()
+                                   : path + " " + sub->get_name();
+          bool takes_job = false;
+          for (const auto* opt : sub->get_options())
+            takes_job = takes_job || opt->get_name() == "JOB";
+          out << "    \"" << here << "\") words=\"" << words_of(*sub) << "\"";
+          if (takes_job)
+            out << "; words=\"$words $(recoverctl jobs 2>/dev/null | awk "
+                   "'NR > 1 {print $1}')\"";
+          out << " ;;\n";
+          add(*sub, here);
+        }
+      };
+  add(cli, "");
+  out << "  esac\n"
+         "  COMPREPLY=($(compgen -W \"$words\" -- \"$cur\"))\n"
+         "}\n"
+         "complete -F _recoverctl recoverctl\n";
+  return out.str();
+}
+
+/// `version`: recoverctl's, then the daemon's (exit 3 when unreachable).
+int version_cmd(const options& opts) {
+  std::cout << "recoverctl " << RECOVERD_VERSION << "\n" << std::flush;
+  pi::StatusResponse resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(deadline_of(opts));
+  if (auto st = inspect_stub(opts)->GetStatus(&ctx, pi::GetStatusRequest{},
+                                              &resp);
+      !st.ok())
+    return rpc_failed(st, opts.server);
+  std::cout << "recoverd " << resp.version() << " at " << opts.server << "\n";
+  return 0;
 }
 
 } // namespace
@@ -850,6 +1132,7 @@ int main(int argc, char** argv) {
   options opts;
   // Defaults from the environment, like a kubeconfig: flags win.
   for (auto [var, field] : {std::pair{"RECOVERD_SERVER", &opts.server},
+                            std::pair{"RECOVERCTL_SERVER", &opts.server},
                             std::pair{"RECOVERD_CA", &opts.ca},
                             std::pair{"RECOVERD_CERT", &opts.cert},
                             std::pair{"RECOVERD_KEY", &opts.key},
@@ -864,7 +1147,8 @@ int main(int argc, char** argv) {
   // Every command takes --server, --timeout and --output, before or after
   // its name (added to each command once all exist, below).
   auto add_common = [&opts](CLI::App* app) {
-    app->add_option("--server", opts.server, "recoverd address host:port")
+    app->add_option("--server", opts.server,
+                    "recoverd address host:port (env RECOVERCTL_SERVER)")
       ->capture_default_str();
     app->add_option("--ca", opts.ca,
                     "PEM CA of the server certificate: speak TLS "
@@ -875,13 +1159,22 @@ int main(int argc, char** argv) {
                     "PEM key of --cert (env RECOVERD_KEY)");
     app->add_option("--token", opts.token,
                     "bearer token, sent over TLS only (env RECOVERD_TOKEN)");
-    app->add_option("--timeout", opts.timeout, "seconds to wait for an answer")
+    app->add_option("--timeout", opts.timeout,
+                    "how long to wait for an answer: 5s, 500ms, 1m (a bare "
+                    "number is seconds)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Validator(
+        [](std::string& text) -> std::string {
+          recoverd::millis x{};
+          if (!recoverd::parse_duration(text, x) || x.count() <= 0)
+            return "not a positive duration (e.g. 5s, 500ms, 1m): " + text;
+          return {};
+        },
+        "DURATION"));
     app->add_option("--output,-o", opts.output,
-                    "table (for people) or json (for scripts)")
+                    "table or wide (for people), json or yaml (for scripts)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"table", "json"}));
+      ->check(CLI::IsMember({"table", "wide", "json", "yaml"}));
   };
   add_common(&cli);
 
@@ -899,9 +1192,23 @@ int main(int argc, char** argv) {
 
   std::string ns;
   bool json = false;
+  bool watch = false;
   auto* list = cli.add_subcommand("jobs", "list jobs as a table");
   list->add_option("--namespace", ns, "only this namespace");
   list->add_flag("--json", json, "print JSON instead of a table");
+  list->add_flag("--watch,-w", watch,
+                 "then print a job's row again each time it changes (JSON: "
+                 "one JobStatus per line), until interrupted");
+
+  auto* version = cli.add_subcommand(
+    "version", "the version of recoverctl and of the daemon it reaches");
+  std::string shell;
+  auto* completion = cli.add_subcommand(
+    "completion", "print a shell completion script: source <(recoverctl "
+                  "completion bash)");
+  completion->add_option("SHELL", shell, "bash")
+    ->required()
+    ->check(CLI::IsMember({"bash"}));
 
   std::vector<std::string> pairs;
   auto* ann = cli.add_subcommand(
@@ -989,6 +1296,14 @@ int main(int argc, char** argv) {
   };
   add_everywhere(&cli);
 
+  if (auto unknown = unknown_command(cli, argc, argv); !unknown.empty()) {
+    auto near = recoverctl::closest(unknown, command_names(cli));
+    return fail(exit_usage,
+                "unknown command \"" + unknown + "\""
+                  + (near.empty() ? std::string{}
+                                  : "; did you mean \"" + near + "\"?")
+                  + " (see recoverctl --help)");
+  }
   try {
     cli.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -999,7 +1314,16 @@ int main(int argc, char** argv) {
   // The older per-command --json flags mean --output json.
   if (json)
     opts.output = "json";
+  recoverctl::parse_output_format(opts.output, opts.format);
+  chosen_format = opts.format;
+  recoverd::parse_duration(opts.timeout, opts.timeout_ms);
   json = opts.json();
+  if (completion->parsed()) {
+    std::cout << bash_completion(cli);
+    return 0;
+  }
+  if (version->parsed())
+    return version_cmd(opts);
   client c{opts};
   if (put->parsed())
     return job_put(c, file);
@@ -1008,7 +1332,7 @@ int main(int argc, char** argv) {
   if (del->parsed())
     return job_delete(c, id);
   if (list->parsed())
-    return jobs(c, ns, json);
+    return jobs(opts, c, ns, watch);
   if (ann->parsed())
     return annotate(c, id, pairs, expected_seq);
   if (sw->parsed())
