@@ -9,6 +9,7 @@ packages=(
   librocksdb-dev libspdlog-dev doctest-dev libcli11-dev nlohmann-json3-dev
   libssl-dev libcpp-httplib-dev libjemalloc-dev libtomlplusplus-dev openssl
   python3 python3-yaml python3-kubernetes python3-grpcio python3-protobuf
+  prometheus
 )
 
 missing=()

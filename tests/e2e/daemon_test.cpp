@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <type_traits>
 
 #include <grpcpp/grpcpp.h>
+#include <httplib.h>
 
 #include "actors/error.hpp"
 #include "agent.hpp"
@@ -57,7 +59,11 @@ struct running_daemon {
                                            dir / "daemon.log");
     address = proc->read_line_after("recoverd: listening on ");
     REQUIRE_MESSAGE(!address.empty(), "the daemon did not start");
+    http = proc->read_line_after("recoverd: http on ");
   }
+
+  /// The HTTP port's address (JSON API, /metrics).
+  std::string http;
 };
 
 std::pair<int, std::string> ctl(const std::string& server,
@@ -557,6 +563,21 @@ TEST_CASE("e2e: recoverd-sim against a running daemon; usage and "
   CHECK(out.find("daemon-restart") != std::string::npos);
   CHECK(out.find("skipped") != std::string::npos);
   CHECK(out.find("hardware-fault               3     3") != std::string::npos);
+  MESSAGE("after every kind of flow, /metrics passes promtool's check");
+  if (std::filesystem::exists("/usr/bin/promtool")) {
+    REQUIRE_FALSE(d.http.empty());
+    httplib::Client http{"http://" + d.http};
+    auto page = http.Get("/metrics");
+    REQUIRE(page);
+    REQUIRE(page->status == 200);
+    std::ofstream{dir / "metrics.txt"} << page->body;
+    auto [prc, lint] = run_command("promtool check metrics < "
+                                   + (dir / "metrics.txt"));
+    CHECK_MESSAGE(prc == 0, lint);
+    CHECK_MESSAGE(lint.empty(), lint);
+  } else {
+    MESSAGE("promtool is not installed (Debian prometheus): not checked");
+  }
   CHECK(run_command(sim_bin + " --scenario nope --server " + d.address).first == 2);
   CHECK(run_command(sim_bin + " --jobs 1").first == 2);
   CHECK(run_command(sim_bin + " --server 127.0.0.1:1 --scenario uce-retry").first == 3);
@@ -858,7 +879,90 @@ TEST_CASE("e2e: recoverctl is consistent: every command has --help, "
   auto [nrc, nodes] = ctl(d.address, "nodes -o json");
   CHECK(nrc == 0);
   CHECK(nodes.find("{") != std::string::npos);
-  CHECK(ctl(d.address, "jobs --output yaml").first == 2);
+  CHECK(ctl(d.address, "jobs --output xml").first == 2);
+}
+
+TEST_CASE("e2e: recoverctl as kubectl users expect: -o yaml|wide, a "
+          "suggestion for a typo, durations, RECOVERCTL_SERVER, columns "
+          "that fit, jobs -w, completion, version") {
+  temp_dir dir;
+  {
+    std::ofstream f{dir / "job.json"};
+    f << job_file;
+  }
+  running_daemon d{dir};
+  auto env = "RECOVERCTL_SERVER=" + d.address + " " + ctl_bin;
+  MESSAGE("the server from the environment; version of both sides");
+  auto [vrc, version] = run_command(env + " version");
+  CHECK(vrc == 0);
+  CHECK(version.find(std::string{"recoverctl "} + RECOVERD_VERSION)
+        != std::string::npos);
+  CHECK(version.find(std::string{"recoverd "} + RECOVERD_VERSION + " at "
+                     + d.address)
+        != std::string::npos);
+  MESSAGE("an unknown command is named, with the closest one");
+  auto [urc, unknown] = run_command(env + " jbos");
+  CHECK(urc == 2);
+  CHECK(unknown.find("unknown command \"jbos\"; did you mean \"jobs\"?")
+        != std::string::npos);
+  auto [frc, far] = run_command(env + " --timeout 2s frobnicate");
+  CHECK(frc == 2);
+  CHECK(far.find("unknown command \"frobnicate\"") != std::string::npos);
+  CHECK(far.find("did you mean") == std::string::npos);
+  MESSAGE("durations for --timeout; a bad one is refused before sending");
+  CHECK(run_command(env + " jobs --timeout 1500ms").first == 0);
+  auto [trc, bad_timeout] = run_command(env + " jobs --timeout soon");
+  CHECK(trc == 2);
+  CHECK(bad_timeout.find("not a positive duration") != std::string::npos);
+  MESSAGE("jobs -w prints the table, then a row per change");
+  child_process watcher{ctl_bin, {"--server", d.address, "jobs", "-w"},
+                        dir / "watch.err"};
+  CHECK_FALSE(watcher.read_line_after("JOB ").empty());
+  CHECK(run_command(env + " job put " + (dir / "job.json")).first == 0);
+  auto created = watcher.read_line_after("e2e-job ");
+  CHECK(created.find(" INIT ") != std::string::npos);
+  CHECK(run_command(env + " annotate e2e-job owner=ops").first == 0);
+  auto annotated = watcher.read_line_after("e2e-job ");
+  CHECK_FALSE(annotated.empty());
+  CHECK(annotated != created);
+  MESSAGE("columns as wide as their content, two spaces apart");
+  auto [lrc, table] = run_command(env + " jobs");
+  CHECK(lrc == 0);
+  CHECK(table.rfind("JOB      NAME  NAMESPACE  STATE  AGENT  PODS  RANKS  SEQ\n"
+                    "e2e-job  e2e   ml         INIT   -      2     4",
+                    0)
+        == 0);
+  auto [wrc, wide] = run_command(env + " jobs -o wide");
+  CHECK(wrc == 0);
+  CHECK(wide.find("HEALTH") != std::string::npos);
+  CHECK(wide.find("LAST-OUTCOME") != std::string::npos);
+  MESSAGE("YAML is the JSON answer as YAML");
+  auto [yrc, yaml] = run_command(env + " job get e2e-job -o yaml");
+  CHECK(yrc == 0);
+  CHECK(yaml.find("recoveryState: INIT") != std::string::npos);
+  CHECK(yaml.find("jobId: e2e-job") != std::string::npos);
+  MESSAGE("bash completion: a valid script that completes commands, their "
+          "options and job ids");
+  auto script = dir / "completion.bash";
+  CHECK(run_command(env + " completion bash > " + script).first == 0);
+  auto complete = [&](const std::string& words, int cword) {
+    return run_command("PATH="
+                       + std::filesystem::path{ctl_bin}.parent_path().string()
+                       + ":$PATH "
+                       + "RECOVERCTL_SERVER=" + d.address + " bash -c 'source "
+                       + script + "; COMP_WORDS=(" + words + "); COMP_CWORD="
+                       + std::to_string(cword)
+                       + "; _recoverctl; echo \"${COMPREPLY[*]}\"'");
+  };
+  auto [c1rc, c1] = complete("recoverctl jo", 1);
+  CHECK(c1rc == 0);
+  CHECK(c1 == "job jobs\n");
+  auto [c2rc, c2] = complete("recoverctl job get ''", 3);
+  CHECK(c2rc == 0);
+  CHECK(c2.find("e2e-job") != std::string::npos);
+  auto [c3rc, c3] = complete("recoverctl jobs --wat", 2);
+  CHECK(c3rc == 0);
+  CHECK(c3 == "--watch\n");
 }
 
 TEST_CASE("e2e: recoverctl status lists every component of the daemon, one "
