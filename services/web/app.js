@@ -75,6 +75,15 @@
   // A CSS class fragment from a daemon value (only [a-z0-9-]).
   const slug = (x) => String(x || '').toLowerCase().replace(/[^a-z0-9]+/g, '-');
 
+  // Green for an outcome that kept the job training, red for one that did
+  // not; the daemon's outcome texts are open-ended, so by their words.
+  function outcomeClass(outcome) {
+    const o = String(outcome || '').toLowerCase();
+    if (/success|finish|succeed/.test(o)) return 'badge-good';
+    if (/kill|fail|fallback|exit|abort|timeout|deleted/.test(o)) return 'badge-bad';
+    return 'badge-outcome';
+  }
+
   function badge(text, kind) {
     return el('span', { class: 'badge ' + (kind || 'badge-' + slug(text)), text: text || '—' });
   }
@@ -174,7 +183,7 @@
     if (j.name && j.name !== j.jobId) who.append(el('div', { class: 'muted small', text: j.name }));
     const last = j.lastIncident;
     const outcome = last
-      ? el('span', {}, badge(last.outcome || '—', 'badge-outcome-' + slug(last.outcome)),
+      ? el('span', {}, badge(last.outcome || '—', outcomeClass(last.outcome)),
         ' ', el('span', { class: 'muted small', text: fmtDuration(last.durationMs) }))
       : '—';
     const flow = j.activeFlow
@@ -272,7 +281,7 @@
     const head = el('div', { class: 'incident-head' },
       badge(inc.kind, 'badge-kind'), ' ',
       inc.active ? badge('running · ' + inc.state, 'badge-busy')
-        : badge(inc.outcome || '—', 'badge-outcome-' + slug(inc.outcome)));
+        : badge(inc.outcome || '—', outcomeClass(inc.outcome)));
     const legend = el('ol', { class: 'legend' }, ...(inc.phases || []).map((p) =>
       el('li', { class: 'phase-label phase-' + slug(p.name) },
         el('span', { class: 'swatch', 'aria-hidden': 'true' }),
