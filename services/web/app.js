@@ -24,6 +24,7 @@
     refreshTimer: 0,
     incidentsTimer: 0,
     needToken: false,
+    events: 0,
   };
 
   // -- helpers --------------------------------------------------------------
@@ -460,6 +461,9 @@
       } catch (e) {
         rec = {};
       }
+      state.events += 1;
+      $('live').dataset.events = String(state.events);
+      $('live').title = state.events + ' events received';
       scheduleRefresh(rec.jobId || '');
     } else if (event === 'error') {
       setLive('error', 'watch ended by recoverd');
@@ -475,7 +479,8 @@
     if (!res.ok || !res.body) throw new Error('watch answered ' + res.status);
     setLive('live', 'live');
     state.retryMs = 1000;
-    // Whatever happened while the watch was down.
+    // Whatever happened before the watch was open (at the start too: the
+    // first load may have raced the watch's first events).
     refreshAll();
     const reader = res.body.getReader();
     const decoder = new TextDecoder();

@@ -274,3 +274,41 @@ TEST_CASE("e2e: with access control the dashboard loads without "
   CHECK(signed_in.dom.find("data-state=\"live\">live<") != std::string::npos);
   CHECK(signed_in.dom.find(token) == std::string::npos);
 }
+
+TEST_CASE("e2e: the dashboard updates live from the watch: jobs created "
+          "after the page loaded appear with their incident, no reload") {
+  if (chromium().empty()) {
+    MESSAGE("SKIPPED: chromium is not installed (scripts/setup.sh installs "
+            "it)");
+    return;
+  }
+  if (run_command("/usr/bin/python3 -c 'import websocket'").first != 0) {
+    MESSAGE("SKIPPED: python3-websocket is not installed (scripts/setup.sh "
+            "installs it)");
+    return;
+  }
+  temp_dir dir;
+  dashboard_daemon d{dir};
+  // The script opens the page, waits for its watch, runs the simulator and
+  // waits for the page to show what the simulator did.
+  auto [rc, out] = run_command(
+    "/usr/bin/python3 " RECOVERD_SOURCE_DIR "/tests/e2e/dashboard_live.py "
+    + chromium() + " " + (dir / "live.profile") + " 'http://" + d.http
+    + "/#job=sim-hardware-fault-0' 2 -- " + sim_bin + " --server " + d.address
+    + " --jobs 2 --ranks 4 --scenario hardware-fault --keep-jobs --quiet");
+  REQUIRE_MESSAGE(rc == 0, out);
+  // The script's answer is its last line.
+  while (!out.empty() && out.back() == '\n')
+    out.pop_back();
+  auto seen = nlohmann::json::parse(out.substr(out.rfind('\n') + 1));
+  CHECK(seen["jobs"]
+        == nlohmann::json::array({"sim-hardware-fault-0",
+                                  "sim-hardware-fault-1"}));
+  CHECK(seen["same"] == true);
+  CHECK(seen["events"].get<int>() > 0);
+  CHECK(seen["live"] == "live");
+  CHECK(seen["incidents"] == 1);
+  CHECK(seen["phases"].front() == "fault_seen");
+  CHECK(seen["phases"].back() == "result");
+  CHECK_MESSAGE(seen["errors"].empty(), seen["errors"].dump());
+}
