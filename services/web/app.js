@@ -335,14 +335,19 @@
       el('div', { class: 'tile-value', text: value }), el('div', { class: 'tile-name', text: name }));
   }
 
-  async function loadStats() {
-    const body = $('stats-body');
+  // Fills a fleet panel with what `render` makes of `path`'s answer.
+  async function loadPanel(id, path, render) {
+    const body = $(id);
     let x;
     try {
-      x = await api('/api/v1/stats');
+      x = await api(path);
     } catch (e) {
       return unavailable(body, e);
     }
+    body.replaceChildren(...render(x));
+  }
+
+  function renderStats(x) {
     const f = x.fleet || {};
     const ettr = f.ettr === undefined ? '—' : (100 * Number(f.ettr)).toFixed(2) + ' %';
     const parts = [el('div', { class: 'tiles' },
@@ -365,17 +370,10 @@
           el('td', { class: 'num', text: j.ettr === undefined ? '—' : (100 * Number(j.ettr)).toFixed(2) + ' %' }),
           el('td', { class: 'num', text: fmtDuration(j.timeLostMs) }))))));
     }
-    body.replaceChildren(...parts);
+    return parts;
   }
 
-  async function loadNodes() {
-    const body = $('nodes-body');
-    let x;
-    try {
-      x = await api('/api/v1/nodes');
-    } catch (e) {
-      return unavailable(body, e);
-    }
+  function renderNodes(x) {
     const threshold = Number(x.threshold || 0);
     const nodes = (x.nodes || []).slice().sort((a, b) =>
       (b.quarantined === true) - (a.quarantined === true) || Number(b.score || 0) - Number(a.score || 0));
@@ -384,7 +382,7 @@
       + (x.halfLifeMs ? '; faults count half after ' + fmtDuration(x.halfLifeMs) : '') })];
     if (!nodes.length) {
       parts.push(el('p', { class: 'muted', text: 'No node has a fault on record.' }));
-      return body.replaceChildren(...parts);
+      return parts;
     }
     parts.push(el('table', { class: 'compact' },
       el('thead', {}, el('tr', {}, ...['Node', 'Score', 'Faults', 'Stress failures', 'Last fault', 'Status'].map((t) => el('th', { scope: 'col', text: t })))),
@@ -403,8 +401,11 @@
             ? badge('quarantined: ' + (n.reason || '?'), 'badge-bad')
             : badge('ok', 'badge-good')));
       }))));
-    body.replaceChildren(...parts);
+    return parts;
   }
+
+  const loadStats = () => loadPanel('stats-body', '/api/v1/stats', renderStats);
+  const loadNodes = () => loadPanel('nodes-body', '/api/v1/nodes', renderNodes);
 
   // -- refreshing -----------------------------------------------------------
 

@@ -62,6 +62,16 @@ std::string chromium() {
   return out.substr(0, out.find('\n'));
 }
 
+/// True when `probe` succeeds; otherwise says that the test is skipped
+/// because `package` is missing.
+bool have(const char* package, const std::string& probe) {
+  if (run_command(probe).first == 0)
+    return true;
+  MESSAGE("SKIPPED: " << package
+                      << " is not installed (scripts/setup.sh installs it)");
+  return false;
+}
+
 /// What headless Chromium made of a page.
 struct rendered_page {
   /// The DOM after the scripts ran.
@@ -166,11 +176,8 @@ void check_timeline(const std::string& dom, const nlohmann::json& incident) {
 
 TEST_CASE("e2e: the dashboard in headless Chromium lists the simulated jobs "
           "and draws an incident's phases as a timeline") {
-  if (chromium().empty()) {
-    MESSAGE("SKIPPED: chromium is not installed (scripts/setup.sh installs "
-            "it)");
+  if (!have("chromium", "command -v chromium"))
     return;
-  }
   temp_dir dir;
   dashboard_daemon d{dir};
   simulate(d, 2);
@@ -220,19 +227,13 @@ TEST_CASE("e2e: the dashboard in headless Chromium lists the simulated jobs "
 TEST_CASE("e2e: with access control the dashboard loads without "
           "credentials, asks for a token, and shows the jobs with a token "
           "from the URL fragment") {
-  if (chromium().empty()) {
-    MESSAGE("SKIPPED: chromium is not installed (scripts/setup.sh installs "
-            "it)");
+  if (!have("chromium", "command -v chromium"))
     return;
-  }
+  // The simulator declares its jobs as a platform without credentials:
+  // run it first, then restart the daemon on the same data with access
+  // control.
   temp_dir dir;
-  {
-    // The simulator declares its jobs as a platform without credentials:
-    // run it first, then restart the daemon on the same data with access
-    // control.
-    dashboard_daemon open{dir};
-    simulate(open, 1);
-  }
+  simulate(dashboard_daemon{dir}, 1);
   const std::string token = "dash-viewer-token";
   auto [hrc, hash] = run_command("printf %s " + token + " | sha256sum");
   REQUIRE(hrc == 0);
@@ -241,14 +242,8 @@ TEST_CASE("e2e: with access control the dashboard loads without "
     f << "[[token]]\nname = \"dash\"\nrole = \"viewer\"\nsha256 = \""
       << hash.substr(0, 64) << "\"\n";
   }
+  // (tests/services/web_test.cpp checks the answers themselves.)
   dashboard_daemon d{dir, {"--authz", dir / "authz.toml"}};
-  httplib::Client http{"http://" + d.http};
-  auto page_res = http.Get("/");
-  REQUIRE(page_res);
-  CHECK(page_res->status == 200);
-  auto api_res = http.Get("/api/v1/jobs");
-  REQUIRE(api_res);
-  CHECK(api_res->status == 401);
 
   MESSAGE("no token: the page asks for one and shows no job");
   auto anonymous = render(dir, "http://" + d.http + "/", "anonymous");
@@ -277,16 +272,10 @@ TEST_CASE("e2e: with access control the dashboard loads without "
 
 TEST_CASE("e2e: the dashboard updates live from the watch: jobs created "
           "after the page loaded appear with their incident, no reload") {
-  if (chromium().empty()) {
-    MESSAGE("SKIPPED: chromium is not installed (scripts/setup.sh installs "
-            "it)");
+  if (!have("chromium", "command -v chromium"))
     return;
-  }
-  if (run_command("/usr/bin/python3 -c 'import websocket'").first != 0) {
-    MESSAGE("SKIPPED: python3-websocket is not installed (scripts/setup.sh "
-            "installs it)");
+  if (!have("python3-websocket", "/usr/bin/python3 -c 'import websocket'"))
     return;
-  }
   temp_dir dir;
   dashboard_daemon d{dir};
   // The script opens the page, waits for its watch, runs the simulator and
