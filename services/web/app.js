@@ -520,6 +520,12 @@
   function start() {
     readFragment();
     $('login-form').addEventListener('submit', onLogin);
+    // A click anywhere on a job's row opens it, as its link does.
+    $('jobs').tBodies[0].addEventListener('click', (ev) => {
+      const row = ev.target.closest('tr[data-job]');
+      if (!row || ev.target.closest('a')) return;
+      location.hash = 'job=' + encodeURIComponent(row.dataset.job);
+    });
     window.addEventListener('hashchange', () => {
       readFragment();
       renderJobs();

@@ -6,8 +6,9 @@ Usage: dashboard_live.py CHROMIUM PROFILE_DIR URL JOBS -- SIM_COMMAND...
 Opens URL, waits until the page's watch is open and no job is listed, runs
 SIM_COMMAND (which creates JOBS jobs), then waits until the same page (not
 reloaded) lists them and draws the incident of the job named in URL's
-#job=. Prints one JSON object with what the page showed and exits 0, or
-prints why and exits 1. Used by tests/e2e/dashboard_test.cpp.
+#job=. Then clicks the last job's row and waits for its incidents. Prints
+one JSON object with what the page showed ("clicked": after the click) and
+exits 0, or prints why and exits 1. Used by tests/e2e/dashboard_test.cpp.
 """
 
 import json
@@ -26,6 +27,7 @@ PROBE = """JSON.stringify({
   incidents: document.querySelectorAll('#incidents .incident').length,
   phases: Array.from(document.querySelectorAll('#incidents .phase[data-phase]'), (p) => p.dataset.phase),
   same: window.__same === 1,
+  title: document.getElementById('job-title').textContent,
   errors: window.__errors || [],
 })"""
 
@@ -117,6 +119,15 @@ def main(argv):
                         lambda s: len(s["jobs"]) == jobs
                         and s["incidents"] >= 1 and "result" in s["phases"]
                         and s["events"] > 0, 10)
+        last = seen["jobs"][-1]
+        # A cell without a link: the row itself opens the job.
+        p.call("Runtime.evaluate", expression=(
+            "document.querySelector('#jobs tr[data-job=\"%s\"] td:nth-child(2)')"
+            ".click()" % last))
+        seen["clicked"] = wait_for(
+            p, "the clicked job's incidents",
+            lambda s: s["title"] == "Incidents of " + last
+            and s["incidents"] >= 1 and "result" in s["phases"], 10)
         print(json.dumps(seen))
         return 0
     finally:

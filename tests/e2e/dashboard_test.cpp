@@ -271,7 +271,8 @@ TEST_CASE("e2e: with access control the dashboard loads without "
 }
 
 TEST_CASE("e2e: the dashboard updates live from the watch: jobs created "
-          "after the page loaded appear with their incident, no reload") {
+          "after the page loaded appear with their incident, no reload; a "
+          "click on a row opens that job") {
   if (!have("chromium", "command -v chromium"))
     return;
   if (!have("python3-websocket", "/usr/bin/python3 -c 'import websocket'"))
@@ -300,4 +301,11 @@ TEST_CASE("e2e: the dashboard updates live from the watch: jobs created "
   CHECK(seen["phases"].front() == "fault_seen");
   CHECK(seen["phases"].back() == "result");
   CHECK_MESSAGE(seen["errors"].empty(), seen["errors"].dump());
+  MESSAGE("a click on the other job's row opens its incidents");
+  const auto& clicked = seen["clicked"];
+  CHECK(clicked["title"] == "Incidents of sim-hardware-fault-1");
+  CHECK(clicked["same"] == true);
+  CHECK(clicked["incidents"] == 1);
+  CHECK(clicked["phases"].back() == "result");
+  CHECK_MESSAGE(clicked["errors"].empty(), clicked["errors"].dump());
 }
