@@ -14,6 +14,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "fixtures/daemon.hpp"
 #include "fixtures/process.hpp"
 #include "fixtures/temp_dir.hpp"
 
@@ -21,7 +22,6 @@ using namespace recoverd::test;
 
 namespace {
 
-const std::string daemon_bin = RECOVERD_BIN;
 const std::string sim_bin = RECOVERD_SIM_BIN;
 
 // The flags that make a simulated recovery quick.
@@ -29,30 +29,14 @@ const std::vector<std::string> quick_waits{"--fault-flush-wait", "0",
                                            "--resource-release-wait", "0",
                                            "--hccl-convergence-wait", "0"};
 
-/// A daemon on free loopback ports.
-struct dashboard_daemon {
-  std::unique_ptr<child_process> proc;
-  std::string address;
-  std::string http;
-
-  dashboard_daemon(const temp_dir& dir, std::vector<std::string> extra = {}) {
-    std::vector<std::string> args{"--listen", "127.0.0.1:0", "--http-listen",
-                                  "127.0.0.1:0", "--data-dir", dir / "data"};
-    args.insert(args.end(), quick_waits.begin(), quick_waits.end());
-    args.insert(args.end(), extra.begin(), extra.end());
-    proc = std::make_unique<child_process>(daemon_bin, args,
-                                           dir / "daemon.log");
-    address = proc->read_line_after("recoverd: listening on ");
-    REQUIRE_MESSAGE(!address.empty(), "the daemon did not start");
-    http = proc->read_line_after("recoverd: http on ");
-    REQUIRE_MESSAGE(!http.empty(), "the daemon serves no HTTP");
-  }
-
-  ~dashboard_daemon() {
-    proc->kill(SIGTERM);
-    proc->wait();
-  }
-};
+/// A daemon on free loopback ports whose simulated recoveries are quick.
+running_daemon start_daemon(const temp_dir& dir,
+                            std::vector<std::string> extra = {}) {
+  extra.insert(extra.end(), quick_waits.begin(), quick_waits.end());
+  running_daemon d{dir, "127.0.0.1:0", extra};
+  REQUIRE_MESSAGE(!d.http.empty(), "the daemon serves no HTTP");
+  return d;
+}
 
 /// Chromium's path, or "" when it is not installed.
 std::string chromium() {
@@ -133,7 +117,7 @@ int64_t int_of(const nlohmann::json& x) {
 }
 
 /// Runs recoverd-sim's hardware fault on `jobs` jobs and keeps them.
-void simulate(const dashboard_daemon& d, int jobs) {
+void simulate(const running_daemon& d, int jobs) {
   auto [rc, out] = run_command(sim_bin + " --server " + d.address + " --jobs "
                                + std::to_string(jobs)
                                + " --ranks 4 --scenario hardware-fault "
@@ -179,7 +163,7 @@ TEST_CASE("e2e: the dashboard in headless Chromium lists the simulated jobs "
   if (!have("chromium", "command -v chromium"))
     return;
   temp_dir dir;
-  dashboard_daemon d{dir};
+  auto d = start_daemon(dir);
   simulate(d, 2);
   httplib::Client http{"http://" + d.http};
   auto res = http.Get("/api/v1/jobs/sim-hardware-fault-0/incidents");
@@ -233,7 +217,7 @@ TEST_CASE("e2e: with access control the dashboard loads without "
   // run it first, then restart the daemon on the same data with access
   // control.
   temp_dir dir;
-  simulate(dashboard_daemon{dir}, 1);
+  simulate(start_daemon(dir), 1);
   const std::string token = "dash-viewer-token";
   auto [hrc, hash] = run_command("printf %s " + token + " | sha256sum");
   REQUIRE(hrc == 0);
@@ -243,7 +227,7 @@ TEST_CASE("e2e: with access control the dashboard loads without "
       << hash.substr(0, 64) << "\"\n";
   }
   // (tests/services/web_test.cpp checks the answers themselves.)
-  dashboard_daemon d{dir, {"--authz", dir / "authz.toml"}};
+  auto d = start_daemon(dir, {"--authz", dir / "authz.toml"});
 
   MESSAGE("no token: the page asks for one and shows no job");
   auto anonymous = render(dir, "http://" + d.http + "/", "anonymous");
@@ -278,7 +262,7 @@ TEST_CASE("e2e: the dashboard updates live from the watch: jobs created "
   if (!have("python3-websocket", "/usr/bin/python3 -c 'import websocket'"))
     return;
   temp_dir dir;
-  dashboard_daemon d{dir};
+  auto d = start_daemon(dir);
   // The script opens the page, waits for its watch, runs the simulator and
   // waits for the page to show what the simulator did.
   auto [rc, out] = run_command(
