@@ -25,7 +25,7 @@ namespace {
 const std::string sim_bin = RECOVERD_SIM_BIN;
 
 // The flags that make a simulated recovery quick.
-const std::vector<std::string> quick_waits{"--fault-flush-wait", "0",
+const std::vector<std::string> quick_waits{"--fault-flush-wait",      "0",
                                            "--resource-release-wait", "0",
                                            "--hccl-convergence-wait", "0"};
 
@@ -73,12 +73,12 @@ rendered_page render(const temp_dir& dir, const std::string& url,
   // The page's own watch never ends: the budget, not the network, decides
   // when the DOM is dumped. `timeout` bounds a browser that hangs.
   auto cmd = "( timeout 60 " + chromium()
-             + " --headless=new --no-sandbox --disable-gpu --no-first-run"
-               " --user-data-dir="
-             + (dir / (name + ".profile"))
-             + " --enable-logging=stderr --v=0 --virtual-time-budget=5000"
-               " --dump-dom '"
-             + url + "' 2>" + log + " )";
+    + " --headless=new --no-sandbox --disable-gpu --no-first-run"
+      " --user-data-dir="
+    + (dir / (name + ".profile"))
+    + " --enable-logging=stderr --v=0 --virtual-time-budget=5000"
+      " --dump-dom '"
+    + url + "' 2>" + log + " )";
   auto [rc, out] = run_command(cmd);
   REQUIRE_MESSAGE(rc == 0, "chromium failed (" << rc << "): " << out);
   rendered_page page;
@@ -131,14 +131,12 @@ void check_timeline(const std::string& dom, const nlohmann::json& incident) {
   const auto& phases = incident["phases"];
   REQUIRE(phases.size() >= 3);
   auto total = std::max<int64_t>(
-    {int_of(incident["durationMs"]), int_of(phases.back()["sinceStartMs"]),
-     1});
+    {int_of(incident["durationMs"]), int_of(phases.back()["sinceStartMs"]), 1});
   const std::regex bar{R"re(<div class="phase [^"]*" data-phase="([^"]+)" )re"
                        R"re(data-duration-ms="(\d+)" title="[^"]*" )re"
                        R"re(style="width: ([0-9.]+)%;">)re"};
-  std::vector<std::smatch> drawn{std::sregex_iterator{dom.begin(), dom.end(),
-                                                      bar},
-                                 std::sregex_iterator{}};
+  std::vector<std::smatch> drawn{
+    std::sregex_iterator{dom.begin(), dom.end(), bar}, std::sregex_iterator{}};
   REQUIRE(drawn.size() == phases.size());
   for (size_t i = 0; i < phases.size(); ++i) {
     auto name = phases[i]["name"].get<std::string>();
@@ -173,8 +171,8 @@ TEST_CASE("e2e: the dashboard in headless Chromium lists the simulated jobs "
   REQUIRE(incidents.size() == 1);
 
   MESSAGE("the page opened on one job (#job=)");
-  auto page = render(dir, "http://" + d.http + "/#job=sim-hardware-fault-0",
-                     "job");
+  auto page
+    = render(dir, "http://" + d.http + "/#job=sim-hardware-fault-0", "job");
   const auto& dom = page.dom;
   CHECK_MESSAGE(page.console.empty(), page.console);
   for (const char* job : {"sim-hardware-fault-0", "sim-hardware-fault-1"}) {
@@ -239,10 +237,9 @@ TEST_CASE("e2e: with access control the dashboard loads without "
   CHECK(anonymous.dom.find("<tr data-job=") == std::string::npos);
 
   MESSAGE("#token=: the jobs and the incident, the token gone from the URL");
-  auto signed_in = render(dir,
-                          "http://" + d.http + "/#token=" + token
-                            + "&job=sim-hardware-fault-0",
-                          "token");
+  auto signed_in = render(
+    dir, "http://" + d.http + "/#token=" + token + "&job=sim-hardware-fault-0",
+    "token");
   CHECK_MESSAGE(signed_in.console.empty(), signed_in.console);
   CHECK(signed_in.dom.find("<section id=\"login\" class=\"card\" hidden=\"\"")
         != std::string::npos);
@@ -275,9 +272,9 @@ TEST_CASE("e2e: the dashboard updates live from the watch: jobs created "
   while (!out.empty() && out.back() == '\n')
     out.pop_back();
   auto seen = nlohmann::json::parse(out.substr(out.rfind('\n') + 1));
-  CHECK(seen["jobs"]
-        == nlohmann::json::array({"sim-hardware-fault-0",
-                                  "sim-hardware-fault-1"}));
+  CHECK(
+    seen["jobs"]
+    == nlohmann::json::array({"sim-hardware-fault-0", "sim-hardware-fault-1"}));
   CHECK(seen["same"] == true);
   CHECK(seen["events"].get<int>() > 0);
   CHECK(seen["live"] == "live");

@@ -92,8 +92,8 @@ TEST_CASE("http: the dashboard is served at / and /ui/ with its type, an "
   CHECK(page->body.find("<link rel=\"stylesheet\" href=\"/ui/style.css\">")
         != std::string::npos);
   CHECK(page->body.find("<table id=\"jobs\">") != std::string::npos);
-  for (const char* path : {"/index.html", "/ui/", "/ui/nope.js",
-                           "/ui/app.js/x", "/ui/../ui/app.js", "/app.js"}) {
+  for (const char* path : {"/index.html", "/ui/", "/ui/nope.js", "/ui/app.js/x",
+                           "/ui/../ui/app.js", "/app.js"}) {
     CAPTURE(path);
     auto res = http.Get(path);
     REQUIRE(res);
