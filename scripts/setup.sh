@@ -10,6 +10,7 @@ packages=(
   libssl-dev libcpp-httplib-dev libjemalloc-dev libtomlplusplus-dev openssl
   python3 python3-yaml python3-kubernetes python3-grpcio python3-protobuf
   prometheus
+  chromium python3-websocket
 )
 
 missing=()

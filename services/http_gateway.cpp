@@ -25,6 +25,7 @@
 #include "services/metrics.hpp"
 #include "services/status_mapping.hpp"
 #include "services/stream.hpp"
+#include "services/web_assets.hpp"
 
 namespace recoverd {
 
@@ -251,9 +252,45 @@ bool parse_time(const std::string& text, int64_t& out) {
   return true;
 }
 
+// The dashboard's pages may talk to this daemon only: no remote script,
+// style, image or connection, no framing, no form posts elsewhere.
+constexpr const char* dashboard_policy
+  = "default-src 'none'; script-src 'self'; style-src 'self'; "
+    "img-src 'self' data:; connect-src 'self'; base-uri 'none'; "
+    "form-action 'none'; frame-ancestors 'none'";
+
+// True when an If-None-Match header names `etag` (or is "*").
+bool etag_matches(const std::string& header, std::string_view etag) {
+  return header == "*" || header.find(etag) != std::string::npos;
+}
+
+// Answers with a dashboard file, 304 when the client has it, or 404.
+void serve_asset(const httplib::Request& req, httplib::Response& res) {
+  const auto* x = find_web_asset(req.path);
+  if (x == nullptr) {
+    res.status = 404;
+    return;
+  }
+  // The page is re-validated on every load (cheap with the ETag) so an
+  // upgraded daemon never runs next to a stale script.
+  res.set_header("ETag", std::string{x->etag});
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("Content-Security-Policy", dashboard_policy);
+  res.set_header("X-Content-Type-Options", "nosniff");
+  res.set_header("Referrer-Policy", "no-referrer");
+  if (etag_matches(req.get_header_value("If-None-Match"), x->etag)) {
+    res.status = 304;
+    return;
+  }
+  res.set_content(x->body.data(), x->body.size(),
+                  std::string{x->content_type}.c_str());
+}
+
 // The route pattern of a path, for the request counter: a fixed set of
 // labels whatever the client sends ("other" for anything not served).
 std::string route_of(const std::string& path) {
+  if (find_web_asset(path) != nullptr)
+    return path;
   if (path == "/metrics" || path == "/api/v1/jobs" || path == "/api/v1/watch"
       || path == "/api/v1/status" || path == "/healthz" || path == "/readyz")
     return path;
@@ -498,6 +535,11 @@ struct http_gateway::impl {
             [this](const httplib::Request& req, httplib::Response& res) {
               watch(req, res);
             });
+    // The dashboard: "/" and its files under /ui/.
+    svr.Get(R"(/|/ui/[^/]+)",
+            [](const httplib::Request& req, httplib::Response& res) {
+              serve_asset(req, res);
+            });
     // Liveness: the process answers HTTP.
     svr.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
       res.set_content("ok\n", "text/plain");
@@ -536,8 +578,12 @@ struct http_gateway::impl {
         send_error(res, st);
         return httplib::Server::HandlerResponse::Handled;
       }
-      // Probes carry no credentials and answer nothing about jobs.
-      if (req.path == "/healthz" || req.path == "/readyz")
+      // Probes carry no credentials and answer nothing about jobs. Nor do
+      // the dashboard's files (the same bytes for everyone): a browser
+      // cannot send a token with a page load, and every API call the page
+      // makes then carries the viewer's credentials.
+      if (req.path == "/healthz" || req.path == "/readyz"
+          || find_web_asset(req.path) != nullptr)
         return httplib::Server::HandlerResponse::Unhandled;
       // The one access check of the HTTP port: a verified client
       // certificate (HTTPS), else a token.

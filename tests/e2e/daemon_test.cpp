@@ -14,6 +14,7 @@
 
 #include "actors/error.hpp"
 #include "agent.hpp"
+#include "fixtures/daemon.hpp"
 #include "fixtures/process.hpp"
 #include "fixtures/temp_dir.hpp"
 #include "recover.grpc.pb.h"
@@ -43,28 +44,6 @@ const char* job_file = R"({
      "devices": [{"deviceId": "0", "rankId": "2"}, {"deviceId": "1", "rankId": "3"}]}
   ]
 })";
-
-/// The daemon under test, on a free loopback port.
-struct running_daemon {
-  std::unique_ptr<child_process> proc;
-  std::string address;
-
-  running_daemon(const temp_dir& dir, const std::string& listen = "127.0.0.1:0",
-                 std::vector<std::string> extra = {}) {
-    std::vector<std::string> args{"--listen", listen, "--data-dir",
-                                  dir / "data", "--keepalive-interval",
-                                  "200ms", "--http-listen", "127.0.0.1:0"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    proc = std::make_unique<child_process>(daemon_bin, args,
-                                           dir / "daemon.log");
-    address = proc->read_line_after("recoverd: listening on ");
-    REQUIRE_MESSAGE(!address.empty(), "the daemon did not start");
-    http = proc->read_line_after("recoverd: http on ");
-  }
-
-  /// The HTTP port's address (JSON API, /metrics).
-  std::string http;
-};
 
 std::pair<int, std::string> ctl(const std::string& server,
                                 const std::string& args) {
