@@ -255,7 +255,8 @@ bool parse_time(const std::string& text, int64_t& out) {
 // labels whatever the client sends ("other" for anything not served).
 std::string route_of(const std::string& path) {
   if (path == "/metrics" || path == "/api/v1/jobs" || path == "/api/v1/watch"
-      || path == "/api/v1/status" || path == "/healthz" || path == "/readyz")
+      || path == "/api/v1/status" || path == "/api/v1/stats"
+      || path == "/healthz" || path == "/readyz")
     return path;
   const std::string prefix = "/api/v1/jobs/";
   if (path.rfind(prefix, 0) != 0)
@@ -492,6 +493,14 @@ struct http_gateway::impl {
                              && x != "false");
               answer<pi::StatusResponse>(req, res, [&](auto* resp, auto done) {
                 api.get_status(r, resp, std::move(done));
+              });
+            });
+    svr.Get("/api/v1/stats",
+            [this](const httplib::Request& req, httplib::Response& res) {
+              pi::GetStatsRequest r;
+              r.set_jobid(req.get_param_value("job"));
+              answer<pi::StatsResponse>(req, res, [&](auto* resp, auto done) {
+                api.get_stats(r, resp, std::move(done));
               });
             });
     svr.Get("/api/v1/watch",
