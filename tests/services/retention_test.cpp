@@ -288,7 +288,10 @@ TEST_CASE("retention: a live job's old events go, its incidents stay, and "
     std::string lines;
     for (const auto* name :
          {"\nrecoverd_flows_finished_total{", "\nrecoverd_jobs ",
-          "\nrecoverd_jobs_registered "}) {
+          "\nrecoverd_jobs_registered ", "\nrecoverd_flow_duration_seconds_",
+          "\nrecoverd_incident_time_lost_seconds_", "\nrecoverd_incidents{",
+          "\nrecoverd_fleet_mttr_seconds ",
+          "\nrecoverd_fleet_time_lost_seconds "}) {
       for (auto i = text.find(name); i != std::string::npos;
            i = text.find(name, i + 1))
         lines += text.substr(i, text.find('\n', i + 1) - i);
@@ -297,5 +300,9 @@ TEST_CASE("retention: a live job's old events go, its incidents stay, and "
   };
   CHECK(finished(fx.metrics()) == finished(metrics_before));
   CHECK(finished(metrics_before).find("recoverd_flows_finished_total{")
+        != std::string::npos);
+  CHECK(finished(metrics_before)
+          .find("recoverd_incident_time_lost_seconds_count{cause=\"agent-"
+                "report\"} 1")
         != std::string::npos);
 }
