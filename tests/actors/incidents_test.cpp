@@ -34,6 +34,13 @@ struct history_builder {
     return std::get<flow_stepped>(evs.back().body);
   }
 
+  // The incremental history of every event so far.
+  job_history history(size_t keep = SIZE_MAX) const {
+    job_history result{keep};
+    for (const auto& ev : evs)
+      result.add(ev);
+    return result;
+  }
 };
 
 job_spec spec() {
@@ -128,9 +135,7 @@ TEST_CASE("incidents: a recovery's phases and durations follow its event "
 TEST_CASE("incidents: the incremental history keeps the last one, counts "
           "all, and knows the subscription") {
   auto h = recovery_story();
-  job_history hist{1};
-  for (const auto& ev : h.evs)
-    hist.add(ev);
+  auto hist = h.history(1);
   CHECK(hist.seq() == h.evs.size());
   CHECK(hist.exists());
   CHECK(hist.registered());
@@ -343,9 +348,7 @@ history_builder goodput_story() {
 TEST_CASE("goodput: time lost, its split by phase, MTTR and ETTR of a "
           "scripted scenario with known times") {
   auto h = goodput_story();
-  job_history hist{2};
-  for (const auto& ev : h.evs)
-    hist.add(ev);
+  auto hist = h.history(2);
   auto xs = build_incidents(h.evs);
   REQUIRE(xs.size() == 4);
   const auto& a = xs[0];
@@ -481,9 +484,7 @@ TEST_CASE("goodput: histograms and labels are bounded, kept incidents count "
   CHECK(cause_label("client-chosen") == "other");
 
   auto h = goodput_story();
-  job_history hist;
-  for (const auto& ev : h.evs)
-    hist.add(ev);
+  auto hist = h.history();
   const auto& t = hist.tally();
   CHECK(t.incidents == 4);
   const auto& recovered

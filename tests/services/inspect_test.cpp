@@ -224,11 +224,7 @@ TEST_CASE("inspect: a recovery through Inspect and HTTP: incidents with "
   inspect_fixture fx;
   fx.put("job");
   agent::client agent{fx.daemon->address(), "job"};
-  REQUIRE(agent.init_clusterd().code() == 0);
-  agent.start_subscribe();
-  for (int i = 0; i < 200 && !fx.get("job").subscribers().attached(); ++i)
-    std::this_thread::sleep_for(5ms);
-  REQUIRE(fx.get("job").subscribers().attached());
+  test::attach_agent(fx, agent, "job");
   grpc::ClientContext wctx;
   pi::WatchEventsRequest wreq;
   wreq.set_jobid("job");
@@ -852,11 +848,7 @@ TEST_CASE("stats: GetStats and /api/v1/stats give the goodput of a scripted "
   inspect_fixture fx;
   fx.put("job");
   agent::client agent{fx.daemon->address(), "job"};
-  REQUIRE(agent.init_clusterd().code() == 0);
-  agent.start_subscribe();
-  for (int i = 0; i < 200 && !fx.get("job").subscribers().attached(); ++i)
-    std::this_thread::sleep_for(5ms);
-  REQUIRE(fx.get("job").subscribers().attached());
+  test::attach_agent(fx, agent, "job");
   recover_rank_8(fx, agent);
 
   MESSAGE("the incident: 600 ms lost, split by phase, started by the agent");

@@ -217,11 +217,7 @@ TEST_CASE("retention: a live job's old events go, its incidents stay, and "
   uint64_t cut = 0;
   {
     agent::client agent{fx.daemon->address(), "job"};
-    REQUIRE(agent.init_clusterd().code() == 0);
-    agent.start_subscribe();
-    for (int i = 0; i < 200 && !fx.get("job").subscribers().attached(); ++i)
-      std::this_thread::sleep_for(5ms);
-    REQUIRE(fx.get("job").subscribers().attached());
+    test::attach_agent(fx, agent, "job");
     MESSAGE("one recovery at t0");
     recover_once(fx, agent, "job");
     before = fx.incidents("job");
