@@ -399,6 +399,8 @@ void job_history::fold(const event& ev) {
       close(ev, "job deleted");
     if (exists_)
       observed_ms_ += std::max<int64_t>(ev.time_ms - life_started_ms_, 0);
+    // A deleted job's history outlives it: only its sums are worth keeping.
+    places_.clear();
     exists_ = false;
     registered_ = false;
     return;
