@@ -258,6 +258,9 @@ using inspector_actor = caf::typed_actor<
   caf::replies_to<at_atom, std::string, history_point>::with<job_at>,
   // The figures of /metrics.
   caf::replies_to<metrics_atom>::with<cluster_stats>,
+  // GetStats: the fleet's goodput and every existing job's ("" = all), or
+  // one job's.
+  caf::replies_to<goodput_atom, std::string>::with<goodput_report>,
   // The status of every component (registry, journal, hub, inspector, and
   // the jobs asked for), each asked with the query's timeout: one that does
   // not answer in time is listed as unanswered.

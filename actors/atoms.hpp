@@ -81,5 +81,7 @@ using sweep_atom = caf::atom_constant<caf::atom("sweep")>;
 using resume_atom = caf::atom_constant<caf::atom("resume")>;
 /// Component status (introspection).
 using status_atom = caf::atom_constant<caf::atom("status")>;
+/// Inspection: goodput figures of the fleet and its jobs.
+using goodput_atom = caf::atom_constant<caf::atom("goodput")>;
 
 } // namespace recoverd

@@ -151,6 +151,22 @@ typename Inspector::result_type inspect(Inspector& f, journal_histograms& x) {
   return f(caf::meta::type_name("journal_histograms"), x.batches, x.writes);
 }
 
+/// One job's goodput (GetStats).
+struct job_goodput {
+  std::string job_id;
+  goodput_figures figures;
+};
+
+/// The fleet's goodput and its jobs' (GetStats).
+struct goodput_report {
+  /// The time the figures were computed for, Unix ms.
+  int64_t now_ms = 0;
+  /// Every job of the log, deleted ones included.
+  goodput_figures fleet;
+  /// The existing jobs asked for, ordered by job id.
+  std::vector<job_goodput> jobs;
+};
+
 /// What /metrics reports about the cluster, from the log and the actors.
 struct cluster_stats {
   /// Jobs that exist (put and not deleted), per the log.
@@ -176,6 +192,10 @@ struct cluster_stats {
   uint64_t kept_incidents = 0;
   /// Event hub counters.
   hub_stats hub;
+  /// Goodput sums over every finished incident of the log.
+  goodput_tally goodput;
+  /// The fleet's goodput now.
+  goodput_figures fleet;
 };
 
 } // namespace recoverd
@@ -193,3 +213,4 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(recoverd::incident_list)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(recoverd::history_point)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(recoverd::job_at)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(recoverd::cluster_stats)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(recoverd::goodput_report)

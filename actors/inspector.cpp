@@ -4,6 +4,7 @@
 #include <chrono>
 #include <memory>
 
+#include "actors/config.hpp"
 #include "actors/error.hpp"
 #include "actors/event_hub.hpp"
 #include "actors/job_registry.hpp"
@@ -95,8 +96,10 @@ caf::error seed(self_ptr self, const std::string& id, uint64_t first_seq,
     return state.error();
   auto seq = (*base)->seq;
   auto time = state->updated_at_ms;
+  // Created when it was, with its topology: the goodput's observed time
+  // and the attribution of the next faults need them.
   if (state->exists)
-    h.add(event{seq, time, job_put{{}, true}});
+    h.add(event{seq, state->created_at_ms, job_put{state->spec, true}});
   if (state->registered)
     h.add(event{seq, time, job_registered{}});
   if (state->subscriber_generation > 0)
@@ -105,9 +108,8 @@ caf::error seed(self_ptr self, const std::string& id, uint64_t first_seq,
   auto kept = storage::kept_incidents(*st.log, id);
   if (!kept)
     return kept.error();
-  auto& counts = st.kept_counts[id];
   for (const auto& i : *kept)
-    ++counts[{i.kind, i.strategy, i.outcome}];
+    h.add_kept(i);
   return caf::none;
 }
 
@@ -473,10 +475,32 @@ inspector(inspector_actor::stateful_pointer<inspector_state> self,
       answered(r);
       return result;
     },
+    [=](goodput_atom, std::string& id) -> caf::result<goodput_report> {
+      if (!id.empty())
+        if (auto err = validate_job_id(id))
+          return to_error(err);
+      if (auto err = catch_up(self))
+        return err;
+      goodput_report result;
+      result.now_ms = system_clock_ms();
+      for (const auto& [job, h] : self->state.histories) {
+        auto x = h.figures(result.now_ms);
+        result.fleet.merge(x);
+        if (h.exists() && (id.empty() || id == job))
+          result.jobs.push_back({job, std::move(x)});
+      }
+      result.fleet.finish();
+      if (!id.empty() && result.jobs.empty())
+        return make_error(errc::unknown_job, "job " + id + " is not known");
+      std::sort(result.jobs.begin(), result.jobs.end(),
+                [](const auto& a, const auto& b) { return a.job_id < b.job_id; });
+      return result;
+    },
     [=](metrics_atom) -> caf::result<cluster_stats> {
       if (auto err = catch_up(self))
         return err;
       auto stats = std::make_shared<cluster_stats>();
+      auto now = system_clock_ms();
       for (const auto& [id, h] : self->state.histories) {
         if (h.exists()) {
           ++stats->jobs;
@@ -487,10 +511,10 @@ inspector(inspector_actor::stateful_pointer<inspector_state> self,
           ++stats->active_flows[{h.active()->kind, h.active()->state}];
         for (const auto& [key, n] : h.counts())
           stats->finished[key] += n;
+        stats->goodput.merge(h.tally());
+        stats->fleet.merge(h.figures(now));
       }
-      for (const auto& [id, counts] : self->state.kept_counts)
-        for (const auto& [key, n] : counts)
-          stats->finished[key] += n;
+      stats->fleet.finish();
       stats->events = self->state.position;
       auto rp = self->make_response_promise<cluster_stats>();
       self->request(self->state.journal, ask_timeout, status_atom::value)

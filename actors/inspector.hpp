@@ -19,14 +19,12 @@ struct inspector_state {
   job_registry_actor registry;
   journal_actor journal;
   event_hub_actor hub;
-  /// Every job's history (incidents, subscription, counts), folded from the
-  /// log's global order up to `position`; caught up before each answer.
+  /// Every job's history (incidents, subscription, counts, goodput), folded
+  /// from the log's global order up to `position`, starting with what the
+  /// retention kept of removed events; caught up before each answer.
   std::unordered_map<std::string, job_history> histories;
   /// Global position of the last event folded into `histories`.
   uint64_t position = 0;
-  /// Finished incidents of the events the retention removed before a
-  /// history was started, by job (for /metrics).
-  std::unordered_map<std::string, incident_counts> kept_counts;
 
   static inline const char* name = "inspector";
 };

@@ -292,7 +292,8 @@ std::string route_of(const std::string& path) {
   if (find_web_asset(path) != nullptr)
     return path;
   if (path == "/metrics" || path == "/api/v1/jobs" || path == "/api/v1/watch"
-      || path == "/api/v1/status" || path == "/healthz" || path == "/readyz")
+      || path == "/api/v1/status" || path == "/api/v1/stats"
+      || path == "/healthz" || path == "/readyz")
     return path;
   const std::string prefix = "/api/v1/jobs/";
   if (path.rfind(prefix, 0) != 0)
@@ -529,6 +530,14 @@ struct http_gateway::impl {
                              && x != "false");
               answer<pi::StatusResponse>(req, res, [&](auto* resp, auto done) {
                 api.get_status(r, resp, std::move(done));
+              });
+            });
+    svr.Get("/api/v1/stats",
+            [this](const httplib::Request& req, httplib::Response& res) {
+              pi::GetStatsRequest r;
+              r.set_jobid(req.get_param_value("job"));
+              answer<pi::StatsResponse>(req, res, [&](auto* resp, auto done) {
+                api.get_stats(r, resp, std::move(done));
               });
             });
     svr.Get("/api/v1/watch",

@@ -35,6 +35,38 @@ void to_proto(const incident& x, pi::Incident& out) {
     q->set_durationms(p.duration_ms);
   }
   out.set_steps(x.steps);
+  out.set_timelostms(x.time_lost_ms());
+  for (const auto& [name, ms] : x.lost_by_phase())
+    (*out.mutable_lostbyphase())[name] = ms;
+  auto* a = out.mutable_attribution();
+  a->set_source(x.attribution.source);
+  a->set_node(x.attribution.node);
+  a->set_device(x.attribution.device);
+  for (const auto& c : x.attribution.codes)
+    a->add_codes(c);
+  a->set_level(x.attribution.level);
+}
+
+void to_proto(const goodput_figures& x, pi::Goodput& out) {
+  out.set_incidents(x.incidents);
+  out.set_mttrms(x.mttr_ms);
+  out.set_ettr(x.ettr);
+  out.set_timelostms(x.time_lost_ms);
+  for (const auto& [cause, n] : x.by_cause)
+    (*out.mutable_bycause())[cause] = n;
+  out.set_observedms(x.observed_ms);
+  out.set_recoveries(x.recoveries);
+  out.set_active(x.active);
+}
+
+void to_proto(const goodput_report& x, pi::StatsResponse& out) {
+  to_proto(x.fleet, *out.mutable_fleet());
+  for (const auto& j : x.jobs) {
+    auto* y = out.add_jobs();
+    to_proto(j.figures, *y);
+    y->set_jobid(j.job_id);
+  }
+  out.set_nowms(x.now_ms);
 }
 
 void to_proto(const job_model& x, pe::JobState& out) {

@@ -16,6 +16,13 @@ namespace recoverd::convert {
 /// incident -> Incident.
 void to_proto(const incident& x, recoverd::inspection::v1::Incident& out);
 
+/// goodput_figures -> Goodput (without the job id).
+void to_proto(const goodput_figures& x, recoverd::inspection::v1::Goodput& out);
+
+/// goodput_report -> StatsResponse (GetStats).
+void to_proto(const goodput_report& x,
+              recoverd::inspection::v1::StatsResponse& out);
+
 /// A job's folded state -> JobState (the snapshot record's state, so the
 /// fields are exactly those stored).
 void to_proto(const job_model& x, recoverd::events::v1::JobState& out);

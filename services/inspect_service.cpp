@@ -91,6 +91,20 @@ void inspect_api::list_incidents(const pi::ListIncidentsRequest& req,
     std::move(done), incidents_atom::value, req.jobid());
 }
 
+void inspect_api::get_stats(const pi::GetStatsRequest& req,
+                            pi::StatsResponse* resp, done_fn done) const {
+  if (!req.jobid().empty())
+    if (auto st = check_job_id(req.jobid()); !st.ok())
+      return done(st);
+  ask_then<goodput_report>(
+    sys_, inspector_,
+    [resp](const goodput_report& x) {
+      convert::to_proto(x, *resp);
+      return grpc::Status::OK;
+    },
+    std::move(done), goodput_atom::value, req.jobid());
+}
+
 void inspect_api::get_job_at(const pi::GetJobAtRequest& req, pi::JobAt* resp,
                              done_fn done) const {
   if (auto st = check_job_id(req.jobid()); !st.ok())
@@ -252,6 +266,17 @@ inspect_service::GetStatus(grpc::CallbackServerContext* ctx,
   if (!admit(access_, ctx, reactor, "/recoverd.inspection.v1.Inspect/GetStatus"))
     return reactor;
   api_.get_status(*req, resp, finish(reactor));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor*
+inspect_service::GetStats(grpc::CallbackServerContext* ctx,
+                          const pi::GetStatsRequest* req,
+                          pi::StatsResponse* resp) {
+  auto* reactor = ctx->DefaultReactor();
+  if (!admit(access_, ctx, reactor, "/recoverd.inspection.v1.Inspect/GetStats"))
+    return reactor;
+  api_.get_stats(*req, resp, finish(reactor));
   return reactor;
 }
 

@@ -51,6 +51,11 @@ public:
                   recoverd::inspection::v1::StatusResponse* resp,
                   done_fn done) const;
 
+  /// GetStats: the fleet's goodput and the live jobs'.
+  void get_stats(const recoverd::inspection::v1::GetStatsRequest& req,
+                 recoverd::inspection::v1::StatsResponse* resp,
+                 done_fn done) const;
+
   /// WatchEvents: adds `sink` as a watcher; `done` says whether it was
   /// accepted (on refusal the sink is also ended with that status).
   void watch_events(const recoverd::inspection::v1::WatchEventsRequest& req,
@@ -107,6 +112,11 @@ public:
   GetStatus(grpc::CallbackServerContext* ctx,
             const recoverd::inspection::v1::GetStatusRequest* req,
             recoverd::inspection::v1::StatusResponse* resp) override;
+
+  grpc::ServerUnaryReactor*
+  GetStats(grpc::CallbackServerContext* ctx,
+           const recoverd::inspection::v1::GetStatsRequest* req,
+           recoverd::inspection::v1::StatsResponse* resp) override;
 
 private:
   const inspect_api& api_;

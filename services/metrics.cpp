@@ -179,6 +179,50 @@ void render_process(std::string& out) {
   sample(out, "process_start_time_seconds", {}, start);
 }
 
+// A duration histogram's series (its bounds are milliseconds).
+void duration_samples(std::string& out, const char* name, labels ls,
+                      const duration_histogram& h) {
+  histogram_samples(out, name, std::move(ls), duration_bounds_ms(), h.buckets,
+                    1e-3, static_cast<double>(h.sum_ms) / 1e3, h.count);
+}
+
+// Goodput: flow durations, time lost by cause, fleet MTTR and ETTR. Built
+// from the replayed log, so they survive a restart.
+void render_goodput(std::string& out, const cluster_stats& c) {
+  family(out, "recoverd_flow_duration_seconds", "histogram",
+         "Duration of finished flows over the whole log, by kind, last "
+         "strategy and outcome.");
+  for (const auto& [key, h] : c.goodput.flow_durations)
+    duration_samples(out, "recoverd_flow_duration_seconds",
+                     {{"kind", std::get<0>(key)},
+                      {"strategy", std::get<1>(key)},
+                      {"outcome", std::get<2>(key)}},
+                     h);
+  family(out, "recoverd_incident_time_lost_seconds", "histogram",
+         "Training time lost per finished incident (start of the flow until "
+         "training resumed or the flow ended), by cause.");
+  for (const auto& [cause, h] : c.goodput.lost_by_cause)
+    duration_samples(out, "recoverd_incident_time_lost_seconds",
+                     {{"cause", cause}}, h);
+  family(out, "recoverd_incidents", "gauge",
+         "Incidents over the whole log (running ones included), by cause.");
+  for (const auto& [cause, n] : c.fleet.by_cause)
+    sample(out, "recoverd_incidents", {{"cause", cause}}, n);
+  family(out, "recoverd_fleet_mttr_seconds", "gauge",
+         "Mean time lost by finished recovery incidents of every job.");
+  sample(out, "recoverd_fleet_mttr_seconds", {},
+         number(static_cast<double>(c.fleet.mttr_ms) / 1e3));
+  family(out, "recoverd_fleet_ettr", "gauge",
+         "Effective training time ratio of every job: (observed - lost) / "
+         "observed time.");
+  sample(out, "recoverd_fleet_ettr", {}, number(c.fleet.ettr));
+  family(out, "recoverd_fleet_time_lost_seconds", "gauge",
+         "Training time lost to incidents by every job (running ones until "
+         "now).");
+  sample(out, "recoverd_fleet_time_lost_seconds", {},
+         number(static_cast<double>(c.fleet.time_lost_ms) / 1e3));
+}
+
 class metrics_interceptor final : public grpc::experimental::Interceptor {
 public:
   metrics_interceptor(request_metrics& m, std::string method, bool streaming)
@@ -441,12 +485,20 @@ std::string render_metrics(const request_metrics& requests,
   family(out, "recoverd_flows_finished_total", "counter",
          "Flows finished over the whole log, by kind, last strategy and "
          "outcome.");
+  // Outcomes may carry an operator message's details: the labels are
+  // mapped into closed vocabularies, and the counts of one series summed.
+  std::map<flow_key, uint64_t> finished;
   for (const auto& [key, n] : c.finished)
+    finished[{kind_label(std::get<0>(key)), strategy_label(std::get<1>(key)),
+              outcome_label(std::get<2>(key))}]
+      += n;
+  for (const auto& [key, n] : finished)
     sample(out, "recoverd_flows_finished_total",
            {{"kind", std::get<0>(key)},
             {"strategy", std::get<1>(key)},
             {"outcome", std::get<2>(key)}},
            n);
+  render_goodput(out, c);
   family(out, "recoverd_log_events_total", "counter",
          "Events in the log (its last global position).");
   sample(out, "recoverd_log_events_total", {}, c.events);

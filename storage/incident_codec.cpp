@@ -34,6 +34,16 @@ std::string encode_incident(const incident& x) {
     q->set_durationms(p.duration_ms);
   }
   out.set_steps(x.steps);
+  const auto& a = x.attribution;
+  if (!a.source.empty()) {
+    auto* y = out.mutable_attribution();
+    y->set_source(a.source);
+    y->set_node(a.node);
+    y->set_device(a.device);
+    for (const auto& c : a.codes)
+      y->add_codes(c);
+    y->set_level(a.level);
+  }
   return out.SerializeAsString();
 }
 
@@ -65,6 +75,14 @@ caf::expected<incident> decode_incident(std::string_view bytes) {
     x.phases.push_back(
       {q.name(), q.seq(), q.timems(), q.sincestartms(), q.durationms()});
   x.steps = in.steps();
+  if (in.has_attribution()) {
+    const auto& y = in.attribution();
+    x.attribution.source = y.source();
+    x.attribution.node = y.node();
+    x.attribution.device = y.device();
+    x.attribution.codes.assign(y.codes().begin(), y.codes().end());
+    x.attribution.level = y.level();
+  }
   return x;
 }
 

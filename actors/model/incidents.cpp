@@ -94,7 +94,35 @@ std::string describe_step(const flow_stepped& x) {
   return result;
 }
 
+// Ranks in numeric order ("9" before "10").
+bool rank_less(const std::string& a, const std::string& b) {
+  return a.size() != b.size() ? a.size() < b.size() : a < b;
+}
+
+// A fault type's readable name ("1" -> "normal").
+std::string fault_type_name(const std::string& wire) {
+  auto x = fault_type_from_string(wire);
+  if (!x)
+    return wire;
+  switch (*x) {
+    case fault_type::uce:
+      return "uce";
+    case fault_type::normal:
+      return "normal";
+    case fault_type::network:
+      return "network";
+  }
+  return wire;
+}
+
 } // namespace
+
+std::map<std::string, int64_t> incident::lost_by_phase() const {
+  std::map<std::string, int64_t> result;
+  for (const auto& p : phases)
+    result[p.name] += p.duration_ms;
+  return result;
+}
 
 const incident_phase* incident::phase(const std::string& name) const {
   for (const auto& p : phases)
@@ -154,6 +182,77 @@ void job_history::open(const event& ev, const flow_stepped& x) {
   i.started_ms = ev.time_ms;
   active_ = std::move(i);
   reach(ev, active_->kind == "recovery" ? "fault_seen" : "requested");
+  attribute(ev, x);
+}
+
+void job_history::attribute(const event&, const flow_stepped& x) {
+  auto& a = active_->attribution;
+  // Places `a` at `rank`'s node and device, if the topology has the rank.
+  auto place = [&](const std::string& rank) {
+    auto i = places_.find(rank);
+    if (i == places_.end())
+      return false;
+    a.node = i->second.first;
+    a.device = i->second.second;
+    return true;
+  };
+  std::vector<std::string> ranks;
+  for (const auto& f : x.input.faults)
+    ranks.push_back(f.rank_id);
+  std::sort(ranks.begin(), ranks.end(), rank_less);
+  if (x.input.kind == report_kind::process) {
+    a.source = cause::agent_report;
+    if (!ranks.empty())
+      place(ranks.front());
+    if (!x.input.faults.empty())
+      a.level = fault_type_name(x.input.faults.front().fault_type);
+    return;
+  }
+  if (x.input.name == ev::start_stress_test) {
+    a.source = cause::stress_test;
+    // A stress test runs on whole nodes.
+    if (!x.input.stress_params.empty() && place(x.input.stress_params.begin()->first))
+      a.device.clear();
+    return;
+  }
+  if (x.input.name == ev::start_switch_nic) {
+    a.source = cause::operator_request;
+    if (!x.input.switch_ranks.empty())
+      place(x.input.switch_ranks.front());
+    return;
+  }
+  if (!snapshot_) {
+    a.source = cause::other;
+    if (!ranks.empty())
+      place(ranks.front());
+    return;
+  }
+  // The fault center's snapshot was decided together with this step: the
+  // snapshot's faults on the step's ranks started it (its first fault when
+  // the topology does not say which).
+  a.source = cause::fault_center;
+  std::vector<const device_fault*> matched;
+  for (const auto& f : snapshot_->faults)
+    for (const auto& r : ranks) {
+      auto i = places_.find(r);
+      if (i != places_.end() && i->second.first == f.node_name
+          && (f.device_id.empty() || f.device_id == i->second.second)) {
+        matched.push_back(&f);
+        break;
+      }
+    }
+  if (matched.empty() && !snapshot_->faults.empty())
+    matched.push_back(&snapshot_->faults.front());
+  if (matched.empty())
+    return;
+  a.node = matched.front()->node_name;
+  a.device = matched.front()->device_id;
+  a.level = matched.front()->fault_level;
+  for (const auto* f : matched)
+    a.codes.insert(a.codes.end(), f->fault_codes.begin(),
+                   f->fault_codes.end());
+  std::sort(a.codes.begin(), a.codes.end());
+  a.codes.erase(std::unique(a.codes.begin(), a.codes.end()), a.codes.end());
 }
 
 void job_history::update(const event& ev, const flow_stepped& x,
@@ -180,10 +279,7 @@ void job_history::update(const event& ev, const flow_stepped& x,
   for (const auto& entry : x.change.faults_set)
     add_rank(entry.first);
   // Ranks in numeric order ("9" before "10").
-  std::sort(i.fault_ranks.begin(), i.fault_ranks.end(),
-            [](const std::string& a, const std::string& b) {
-              return a.size() != b.size() ? a.size() < b.size() : a < b;
-            });
+  std::sort(i.fault_ranks.begin(), i.fault_ranks.end(), rank_less);
   // What the operator was told last (a stress result is not final: the
   // training continues after it).
   if (!x.om_messages.empty())
@@ -216,6 +312,7 @@ void job_history::close(const event& ev, std::string outcome) {
   i.outcome = std::move(outcome);
   reach(ev, "result");
   ++counts_[{i.kind, i.strategy, i.outcome}];
+  tally_.add(i);
   finished_.push_back(std::move(i));
   active_.reset();
   while (finished_.size() > keep_)
@@ -224,6 +321,18 @@ void job_history::close(const event& ev, std::string outcome) {
 
 void job_history::add(const event& ev) {
   seq_ = ev.seq;
+  last_time_ms_ = std::max(last_time_ms_, ev.time_ms);
+  // A snapshot only attributes the step decided together with it, which
+  // is the next event.
+  if (const auto* x = std::get_if<device_faults_reported>(&ev.body)) {
+    snapshot_ = *x;
+    return;
+  }
+  fold(ev);
+  snapshot_.reset();
+}
+
+void job_history::fold(const event& ev) {
   if (const auto* x = std::get_if<flow_stepped>(&ev.body)) {
     follow(x->change);
     const auto& path = x->path;
@@ -272,12 +381,26 @@ void job_history::add(const event& ev) {
       close(ev, "job re-created");
     if (x->created)
       registered_ = false;
+    // A re-created job begins a new life; the old one was observed until
+    // now.
+    if (x->created && exists_)
+      observed_ms_ += std::max<int64_t>(ev.time_ms - life_started_ms_, 0);
+    if (x->created || !exists_)
+      life_started_ms_ = ev.time_ms;
     exists_ = true;
+    places_.clear();
+    for (const auto& p : x->spec.pods)
+      for (const auto& d : p.devices)
+        places_[d.rank_id] = {p.node_name, d.device_id};
     return;
   }
   if (std::holds_alternative<job_deleted>(ev.body)) {
     if (active_)
       close(ev, "job deleted");
+    if (exists_)
+      observed_ms_ += std::max<int64_t>(ev.time_ms - life_started_ms_, 0);
+    // A deleted job's history outlives it: only its sums are worth keeping.
+    places_.clear();
     exists_ = false;
     registered_ = false;
     return;
@@ -297,6 +420,32 @@ std::vector<incident> job_history::all() const {
   if (active_)
     result.push_back(*active_);
   return result;
+}
+
+goodput_figures job_history::figures(int64_t now_ms) const {
+  now_ms = std::max(now_ms, last_time_ms_);
+  goodput_figures result;
+  result.incidents = tally_.incidents;
+  result.recoveries = tally_.recoveries;
+  result.recovery_lost_ms = tally_.recovery_lost_ms;
+  result.time_lost_ms = tally_.lost_ms;
+  result.by_cause = tally_.by_cause;
+  if (active_) {
+    ++result.incidents;
+    ++result.active;
+    result.time_lost_ms += now_ms - active_->started_ms;
+    ++result.by_cause[cause_label(active_->attribution.source)];
+  }
+  result.observed_ms = observed_ms_;
+  if (exists_)
+    result.observed_ms += std::max<int64_t>(now_ms - life_started_ms_, 0);
+  result.finish();
+  return result;
+}
+
+void job_history::add_kept(const incident& x) {
+  ++counts_[{x.kind, x.strategy, x.outcome}];
+  tally_.add(x);
 }
 
 std::vector<incident> build_incidents(const std::vector<event>& evs) {

@@ -12,8 +12,11 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
+#include "actors/model/goodput.hpp"
 #include "actors/model/job_model.hpp"
 
 namespace recoverd {
@@ -32,6 +35,38 @@ struct incident_phase {
   /// Milliseconds since the previous milestone.
   int64_t duration_ms = 0;
 };
+
+/// What started an incident, so that a post-mortem names the root cause.
+struct fault_attribution {
+  /// "agent-report" (ReportProcessFault), "fault-center" (a device fault
+  /// snapshot), "stress-test" (StressTest), "operator" (SwitchNicTrack) or
+  /// "other" (a flow the log does not trace to one of them).
+  std::string source;
+  /// The node of the first faulty device or rank; empty when unknown.
+  std::string node;
+  /// The device id on that node; empty for a whole node or when unknown.
+  std::string device;
+  /// Fault codes the fault center gave for the faults that started it
+  /// (sorted, without repeats); empty for the other sources.
+  std::vector<std::string> codes;
+  /// The fault center's fault level of the first matched fault, or an agent
+  /// report's fault type ("uce", "normal", "network"); empty when none.
+  std::string level;
+};
+
+/// The closed vocabulary of `fault_attribution::source`.
+namespace cause {
+/// A ReportProcessFault of the job's agent.
+constexpr const char* agent_report = "agent-report";
+/// A device fault snapshot of the fault center.
+constexpr const char* fault_center = "fault-center";
+/// An operator's StressTest.
+constexpr const char* stress_test = "stress-test";
+/// An operator's SwitchNicTrack.
+constexpr const char* operator_request = "operator";
+/// Anything else.
+constexpr const char* other = "other";
+} // namespace cause
 
 /// One flow of a job's recovery machine.
 struct incident {
@@ -65,11 +100,27 @@ struct incident {
   std::vector<incident_phase> phases;
   /// flow_stepped events in the flow.
   uint64_t steps = 0;
+  /// What started it.
+  fault_attribution attribution;
 
   /// Milliseconds from start to end (to the last event while it runs).
   int64_t duration_ms() const {
     return (active ? last_time_ms : ended_ms) - started_ms;
   }
+
+  /// Training time the incident cost: from the event that took the machine
+  /// out of INIT (the fault report, the fault-center snapshot, the
+  /// operator's request) to the event that brought it back (the
+  /// recover-success result that resumed training, or the failure, kill or
+  /// deletion that ended the flow). While it runs: until the last event.
+  int64_t time_lost_ms() const {
+    return duration_ms();
+  }
+
+  /// Time lost by milestone: each milestone's `duration_ms` (the time from
+  /// the previous milestone, or from the start, until it was reached). Once
+  /// the incident ended the values add up to `time_lost_ms()`.
+  std::map<std::string, int64_t> lost_by_phase() const;
 
   /// The milestone called `name`, if reached.
   const incident_phase* phase(const std::string& name) const;
@@ -142,12 +193,27 @@ public:
   /// Finished incidents followed by the running one.
   std::vector<incident> all() const;
 
+  /// Goodput sums over every finished incident ever folded or kept.
+  const goodput_tally& tally() const {
+    return tally_;
+  }
+
+  /// The job's goodput at `now_ms` (Unix ms): the finished incidents, the
+  /// running one until then, and the time the job existed until then.
+  goodput_figures figures(int64_t now_ms) const;
+
+  /// Counts a finished incident whose events the retention removed (kept
+  /// in their place), as if it had been folded.
+  void add_kept(const incident& x);
+
 private:
   void open(const event& ev, const flow_stepped& x);
   void update(const event& ev, const flow_stepped& x, bool milestones);
   void close(const event& ev, std::string outcome);
   void reach(const event& ev, const char* name);
   void follow(const recovery_delta& d);
+  void attribute(const event& ev, const flow_stepped& x);
+  void fold(const event& ev);
 
   /// What the incidents need of the recovery state, followed through the
   /// steps' changes.
@@ -162,11 +228,23 @@ private:
   std::deque<incident> finished_;
   std::optional<incident> active_;
   incident_counts counts_;
+  goodput_tally tally_;
+  /// Time the job existed in its earlier lives, ms; when its current life
+  /// began; the time of the last event (all Unix ms).
+  int64_t observed_ms_ = 0;
+  int64_t life_started_ms_ = 0;
+  int64_t last_time_ms_ = 0;
   subscription_record subscription_;
   bool exists_ = false;
   bool registered_ = false;
   uint64_t seq_ = 0;
   flow_facts facts_;
+  /// Where each global rank of the job's latest spec lives: its node and
+  /// device id (for attribution; as big as the job's topology).
+  std::unordered_map<std::string, std::pair<std::string, std::string>>
+    places_;
+  /// The fault-center snapshot of the previous event, if it was one.
+  std::optional<device_faults_reported> snapshot_;
 };
 
 /// Every incident of a job's events (finished ones, then the running one).

@@ -827,7 +827,7 @@ TEST_CASE("e2e: recoverctl is consistent: every command has --help, "
   for (const char* cmd :
        {"", "job", "job put", "job get", "job delete", "jobs", "annotate",
         "switch-nic", "stress-test", "nodes", "nodes clear", "timeline",
-        "events", "incidents", "status"}) {
+        "events", "incidents", "status", "stats"}) {
     CAPTURE(cmd);
     auto [rc, out] = run_command(ctl_bin + " " + cmd + " --help");
     CHECK(rc == 0);
@@ -942,6 +942,34 @@ TEST_CASE("e2e: recoverctl as kubectl users expect: -o yaml|wide, a "
   auto [c3rc, c3] = complete("recoverctl jobs --wat", 2);
   CHECK(c3rc == 0);
   CHECK(c3 == "--watch\n");
+}
+
+TEST_CASE("e2e: recoverctl stats gives goodput per job and for the fleet, "
+          "with incidents by cause, after simulated faults") {
+  temp_dir dir;
+  running_daemon d{dir, "127.0.0.1:0",
+                   {"--fault-flush-wait", "0", "--resource-release-wait", "0"}};
+  MESSAGE("two fault-center faults (uce-retry), one agent report "
+          "(hardware-fault)");
+  for (const char* scenario : {"--jobs 2 --scenario uce-retry",
+                               "--jobs 1 --scenario hardware-fault"}) {
+    auto [rc, out] = run_command(sim_bin + " --server " + d.address + " "
+                                 + scenario + " --ranks 8 --pods 4 --quiet");
+    CHECK_MESSAGE(rc == 0, out);
+  }
+  auto [rc, table] = ctl(d.address, "stats");
+  CHECK(rc == 0);
+  for (const char* part : {"INCIDENTS", "MTTR", "ETTR", "(fleet)",
+                           "agent-report=1,fault-center=2"}) {
+    CAPTURE(part);
+    CHECK(table.find(part) != std::string::npos);
+  }
+  auto [jrc, json] = ctl(d.address, "stats -o json");
+  CHECK(jrc == 0);
+  CHECK(json.find("\"fault-center\": \"2\"") != std::string::npos);
+  auto [mrc, missing] = ctl(d.address, "stats missing");
+  CHECK(mrc == 1);
+  CHECK(missing.find("job missing is not known") != std::string::npos);
 }
 
 TEST_CASE("e2e: recoverctl status lists every component of the daemon, one "

@@ -123,6 +123,9 @@ TEST_CASE("e2e: recoverctl timeline, incidents and events, online and "
   CHECK(online.find("== incident 1: recovery uuid ") != std::string::npos);
   CHECK(online.find("strategy recover, outcome recover-success")
         != std::string::npos);
+  // The root cause: the agent's report of rank 2, placed by the topology.
+  CHECK(online.find(", cause agent-report at ") != std::string::npos);
+  CHECK(online.find(" level normal") != std::string::npos);
   CHECK(online.find("faultOccur: INIT -> NotifyWaitFaultFlushingState")
         != std::string::npos);
   CHECK(online.find("+0.000s") != std::string::npos);

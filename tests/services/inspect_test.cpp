@@ -6,6 +6,8 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <cstdio>
+#include <fstream>
 #include <future>
 #include <thread>
 
@@ -14,6 +16,7 @@
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <httplib.h>
+#include <sys/wait.h>
 #include <nlohmann/json.hpp>
 
 #include "actors/error.hpp"
@@ -46,9 +49,9 @@ struct inspect_fixture {
   std::unique_ptr<pb::Platform::Stub> platform;
   std::unique_ptr<pi::Inspect::Stub> inspect;
   std::unique_ptr<httplib::Client> http;
+  app_options opts;
 
   explicit inspect_fixture(size_t stream_buffer = 1024) {
-    app_options opts;
     opts.listen = "127.0.0.1:0";
     opts.http_listen = "127.0.0.1:0";
     opts.data_dir = dir / "db";
@@ -60,6 +63,11 @@ struct inspect_fixture {
     test::quick_waits(w);
     w.report = 5s;
     w.notify = 5s;
+    start();
+  }
+
+  // Starts the daemon on `opts` (again after `stop`, on the same data).
+  void start() {
     auto x = app::start(opts);
     REQUIRE_MESSAGE(x, (x ? "" : message_of(x.error())));
     daemon = std::move(*x);
@@ -71,6 +79,16 @@ struct inspect_fixture {
     http = std::make_unique<httplib::Client>("127.0.0.1",
                                              daemon->http_port());
     http->set_read_timeout(10, 0);
+  }
+
+  // Stops the daemon and starts it again on the same data directory.
+  void restart() {
+    http.reset();
+    inspect.reset();
+    platform.reset();
+    channel.reset();
+    daemon.reset();
+    start();
   }
 
   static std::unique_ptr<grpc::ClientContext> ctx() {
@@ -206,11 +224,7 @@ TEST_CASE("inspect: a recovery through Inspect and HTTP: incidents with "
   inspect_fixture fx;
   fx.put("job");
   agent::client agent{fx.daemon->address(), "job"};
-  REQUIRE(agent.init_clusterd().code() == 0);
-  agent.start_subscribe();
-  for (int i = 0; i < 200 && !fx.get("job").subscribers().attached(); ++i)
-    std::this_thread::sleep_for(5ms);
-  REQUIRE(fx.get("job").subscribers().attached());
+  test::attach_agent(fx, agent, "job");
   grpc::ClientContext wctx;
   pi::WatchEventsRequest wreq;
   wreq.set_jobid("job");
@@ -757,4 +771,175 @@ TEST_CASE("status: GET /api/v1/status and Inspect.GetStatus list every "
   st = fx.inspect->GetStatus(c.get(), req, &resp);
   CHECK(st.error_code() == grpc::StatusCode::NOT_FOUND);
   CHECK(fx.has_metric("recoverd_http_requests_total{route=\"/api/v1/status\""));
+}
+
+namespace {
+
+// The agent reports rank 8 (node-1, device 0) faulty at the fixture's
+// clock t; stop acknowledged at t + 100 ms, strategy at t + 300, recovered
+// at t + 600.
+void recover_rank_8(inspect_fixture& fx, agent::client& agent) {
+  REQUIRE(agent.report_process_fault({{"8", "1"}}).code() == 0);
+  REQUIRE(agent.next_signal(5s));
+  fx.wait_state("job", to_string(st::wait_stop_complete));
+  *fx.now += 100;
+  REQUIRE(agent.report_stop_complete(0).code() == 0);
+  REQUIRE(agent.next_signal(5s));
+  fx.wait_state("job", to_string(st::wait_recover_strategy));
+  *fx.now += 200;
+  REQUIRE(agent.report_recover_strategy({"recover", "dump"}).code() == 0);
+  REQUIRE(agent.next_signal(5s));
+  fx.wait_state("job", to_string(st::wait_process_recover_status));
+  *fx.now += 300;
+  REQUIRE(agent.report_recover_status(0, "recover").code() == 0);
+  fx.wait_state("job", "INIT");
+}
+
+pi::StatsResponse stats(inspect_fixture& fx, const std::string& job = {}) {
+  pi::GetStatsRequest req;
+  req.set_jobid(job);
+  pi::StatsResponse resp;
+  auto c = inspect_fixture::ctx();
+  auto st = fx.inspect->GetStats(c.get(), req, &resp);
+  REQUIRE_MESSAGE(st.ok(), st.error_message());
+  return resp;
+}
+
+// The goodput lines /metrics must have after `recover_rank_8`.
+const std::vector<std::string> goodput_lines = {
+  "recoverd_flow_duration_seconds_bucket{kind=\"recovery\","
+  "strategy=\"recover\",outcome=\"recover-success\",le=\"1\"} 1",
+  "recoverd_flow_duration_seconds_bucket{kind=\"recovery\","
+  "strategy=\"recover\",outcome=\"recover-success\",le=\"+Inf\"} 1",
+  "recoverd_flow_duration_seconds_sum{kind=\"recovery\",strategy=\"recover\","
+  "outcome=\"recover-success\"} 0.6",
+  "recoverd_incident_time_lost_seconds_count{cause=\"agent-report\"} 1",
+  "recoverd_incident_time_lost_seconds_sum{cause=\"agent-report\"} 0.6",
+  "recoverd_incidents{cause=\"agent-report\"} 1",
+  "recoverd_fleet_mttr_seconds 0.6",
+  "recoverd_fleet_time_lost_seconds 0.6",
+  "recoverd_flows_finished_total{kind=\"recovery\",strategy=\"recover\","
+  "outcome=\"recover-success\"} 1"};
+
+// `promtool check metrics` on `text`: its exit status and output.
+std::pair<int, std::string> promtool_check(const test::temp_dir& dir,
+                                           const std::string& text) {
+  auto file = dir / "metrics.txt";
+  {
+    std::ofstream out{file};
+    out << text;
+  }
+  auto cmd = "/usr/bin/promtool check metrics < " + file + " 2>&1";
+  std::string output;
+  auto* p = ::popen(cmd.c_str(), "r");
+  REQUIRE_MESSAGE(p != nullptr, "cannot run promtool (scripts/setup.sh)");
+  char buf[512];
+  while (auto n = std::fread(buf, 1, sizeof(buf), p))
+    output.append(buf, n);
+  auto status = ::pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
+
+} // namespace
+
+TEST_CASE("stats: GetStats and /api/v1/stats give the goodput of a scripted "
+          "recovery; incidents carry time lost and attribution; the "
+          "/metrics histograms survive a restart") {
+  inspect_fixture fx;
+  fx.put("job");
+  agent::client agent{fx.daemon->address(), "job"};
+  test::attach_agent(fx, agent, "job");
+  recover_rank_8(fx, agent);
+
+  MESSAGE("the incident: 600 ms lost, split by phase, started by the agent");
+  pi::ListIncidentsResponse incidents;
+  REQUIRE(fx.incidents("job", incidents).ok());
+  REQUIRE(incidents.incidents_size() == 1);
+  const auto& x = incidents.incidents(0);
+  CHECK(x.timelostms() == 600);
+  std::map<std::string, int64_t> by_phase{x.lostbyphase().begin(),
+                                          x.lostbyphase().end()};
+  CHECK(by_phase
+        == std::map<std::string, int64_t>{{"fault_seen", 0},
+                                          {"stop_acknowledged", 100},
+                                          {"strategy_decided", 200},
+                                          {"result", 300}});
+  CHECK(x.attribution().source() == "agent-report");
+  CHECK(x.attribution().node() == "node-1");
+  CHECK(x.attribution().device() == "0");
+  CHECK(x.attribution().level() == "normal");
+  auto res = fx.get_http("/api/v1/jobs/job/incidents");
+  REQUIRE(res->status == 200);
+  auto incident = json::parse(res->body)["incidents"][0];
+  CHECK(incident["timeLostMs"] == "600");
+  CHECK(incident["lostByPhase"]["stop_acknowledged"] == "100");
+  CHECK(incident["attribution"]["source"] == "agent-report");
+  CHECK(incident["attribution"]["node"] == "node-1");
+
+  MESSAGE("GetStats: one recovery of 600 ms");
+  auto s = stats(fx);
+  CHECK(s.fleet().incidents() == 1);
+  CHECK(s.fleet().recoveries() == 1);
+  CHECK(s.fleet().mttrms() == 600);
+  CHECK(s.fleet().timelostms() == 600);
+  CHECK(s.fleet().bycause().at("agent-report") == 1);
+  CHECK(s.fleet().bycause().size() == 1);
+  // The job was created at the pinned t0; "now" is the wall clock.
+  CHECK(s.fleet().observedms() >= s.nowms() - t0);
+  CHECK(s.fleet().ettr() > 0.0);
+  CHECK(s.fleet().ettr() < 1.0);
+  REQUIRE(s.jobs_size() == 1);
+  CHECK(s.jobs(0).jobid() == "job");
+  CHECK(s.jobs(0).mttrms() == 600);
+  CHECK(s.jobs(0).incidents() == 1);
+
+  MESSAGE("/api/v1/stats answers the agreed JSON");
+  res = fx.get_http("/api/v1/stats");
+  REQUIRE(res->status == 200);
+  auto body = json::parse(res->body);
+  CHECK(body["fleet"]["incidents"] == "1");
+  CHECK(body["fleet"]["mttrMs"] == "600");
+  CHECK(body["fleet"]["timeLostMs"] == "600");
+  CHECK(body["fleet"]["byCause"] == json{{"agent-report", "1"}});
+  CHECK(body["fleet"]["ettr"].is_number());
+  CHECK(body["fleet"]["ettr"].get<double>() > 0.0);
+  REQUIRE(body["jobs"].size() == 1);
+  CHECK(body["jobs"][0]["jobId"] == "job");
+  CHECK(body["jobs"][0]["mttrMs"] == "600");
+  res = fx.get_http("/api/v1/stats?job=job");
+  CHECK(res->status == 200);
+  CHECK(json::parse(res->body)["jobs"].size() == 1);
+  res = fx.get_http("/api/v1/stats?job=missing");
+  CHECK(http_error(res) == 404);
+  res = fx.get_http("/api/v1/stats?job=%01");
+  CHECK(http_error(res) == 400);
+  {
+    pi::GetStatsRequest req;
+    req.set_jobid("missing");
+    pi::StatsResponse resp;
+    auto c = inspect_fixture::ctx();
+    CHECK(fx.inspect->GetStats(c.get(), req, &resp).error_code()
+          == grpc::StatusCode::NOT_FOUND);
+  }
+
+  MESSAGE("/metrics: histograms with bounded labels, valid for promtool");
+  for (const auto& line : goodput_lines)
+    CHECK_MESSAGE(fx.has_metric(line), line);
+  auto text = fx.metrics();
+  CHECK(text.find("# TYPE recoverd_flow_duration_seconds histogram")
+        != std::string::npos);
+  CHECK(text.find("# TYPE recoverd_fleet_ettr gauge") != std::string::npos);
+  auto [rc, output] = promtool_check(fx.dir, text);
+  CHECK_MESSAGE(rc == 0, output);
+
+  MESSAGE("after a restart on the same data the figures are the same");
+  agent.stop();
+  fx.restart();
+  for (const auto& line : goodput_lines)
+    CHECK_MESSAGE(fx.has_metric(line), line);
+  auto again = stats(fx);
+  CHECK(again.fleet().incidents() == 1);
+  CHECK(again.fleet().mttrms() == 600);
+  CHECK(again.fleet().timelostms() == 600);
+  CHECK(again.fleet().bycause().at("agent-report") == 1);
 }

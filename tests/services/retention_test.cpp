@@ -217,11 +217,7 @@ TEST_CASE("retention: a live job's old events go, its incidents stay, and "
   uint64_t cut = 0;
   {
     agent::client agent{fx.daemon->address(), "job"};
-    REQUIRE(agent.init_clusterd().code() == 0);
-    agent.start_subscribe();
-    for (int i = 0; i < 200 && !fx.get("job").subscribers().attached(); ++i)
-      std::this_thread::sleep_for(5ms);
-    REQUIRE(fx.get("job").subscribers().attached());
+    test::attach_agent(fx, agent, "job");
     MESSAGE("one recovery at t0");
     recover_once(fx, agent, "job");
     before = fx.incidents("job");
@@ -288,7 +284,10 @@ TEST_CASE("retention: a live job's old events go, its incidents stay, and "
     std::string lines;
     for (const auto* name :
          {"\nrecoverd_flows_finished_total{", "\nrecoverd_jobs ",
-          "\nrecoverd_jobs_registered "}) {
+          "\nrecoverd_jobs_registered ", "\nrecoverd_flow_duration_seconds_",
+          "\nrecoverd_incident_time_lost_seconds_", "\nrecoverd_incidents{",
+          "\nrecoverd_fleet_mttr_seconds ",
+          "\nrecoverd_fleet_time_lost_seconds "}) {
       for (auto i = text.find(name); i != std::string::npos;
            i = text.find(name, i + 1))
         lines += text.substr(i, text.find('\n', i + 1) - i);
@@ -297,5 +296,9 @@ TEST_CASE("retention: a live job's old events go, its incidents stay, and "
   };
   CHECK(finished(fx.metrics()) == finished(metrics_before));
   CHECK(finished(metrics_before).find("recoverd_flows_finished_total{")
+        != std::string::npos);
+  CHECK(finished(metrics_before)
+          .find("recoverd_incident_time_lost_seconds_count{cause=\"agent-"
+                "report\"} 1")
         != std::string::npos);
 }

@@ -644,6 +644,20 @@ std::string incident_head(int n, const pi::Incident& x) {
     for (const auto& r : x.faultranks())
       out += " " + r;
   }
+  // The root cause, for a post-mortem.
+  const auto& a = x.attribution();
+  if (!a.source().empty()) {
+    out += ", cause " + a.source();
+    if (!a.node().empty())
+      out += " at " + a.node() + (a.device().empty() ? "" : "/" + a.device());
+    if (a.codes_size() > 0) {
+      out += " codes";
+      for (const auto& c : a.codes())
+        out += " " + c;
+    }
+    if (!a.level().empty())
+      out += " level " + a.level();
+  }
   return out;
 }
 
@@ -824,6 +838,47 @@ int status_cmd(const options& opts, const std::string& job, bool detailed) {
   std::printf("recoverd at %s is %s\n", opts.server.c_str(),
               resp.healthy() ? "healthy" : "NOT healthy");
   return rc;
+}
+
+// "agent-report=3,fault-center=1", or "-".
+std::string causes_text(const pi::Goodput& x) {
+  std::map<std::string, uint64_t> sorted{x.bycause().begin(),
+                                         x.bycause().end()};
+  std::string out;
+  for (const auto& [cause, n] : sorted)
+    out += (out.empty() ? "" : ",") + cause + "=" + std::to_string(n);
+  return out.empty() ? "-" : out;
+}
+
+std::vector<std::string> goodput_row(const std::string& name,
+                                     const pi::Goodput& x) {
+  char ettr[16];
+  std::snprintf(ettr, sizeof(ettr), "%.4f", x.ettr());
+  return {name, std::to_string(x.incidents()), secs(x.mttrms()),
+          secs(x.timelostms()), ettr, causes_text(x)};
+}
+
+int stats_cmd(const options& opts, const std::string& job) {
+  auto stub = inspect_stub(opts);
+  pi::GetStatsRequest req;
+  req.set_jobid(job);
+  pi::StatsResponse resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(deadline_of(opts));
+  if (auto st = stub->GetStats(&ctx, req, &resp); !st.ok())
+    return rpc_failed(st, opts.server);
+  if (opts.json()) {
+    std::cout << structured(resp);
+    return 0;
+  }
+  recoverctl::table out{
+    {"JOB", "INCIDENTS", "MTTR", "TIME-LOST", "ETTR", "BY-CAUSE"}};
+  for (const auto& x : resp.jobs())
+    out.add(goodput_row(x.jobid(), x));
+  if (job.empty())
+    out.add(goodput_row("(fleet)", resp.fleet()));
+  out.print(std::cout);
+  return 0;
 }
 
 // -- jobs -----------------------------------------------------------------------
@@ -1288,6 +1343,13 @@ int main(int argc, char** argv) {
                    "every figure, and every job's status (large with many "
                    "jobs)");
 
+  auto* stats = cli.add_subcommand(
+    "stats", "goodput: per job and for the fleet, incidents, MTTR (mean time "
+             "lost by finished recoveries), time lost and ETTR (effective "
+             "training time ratio), incidents by cause");
+  stats->add_option("JOB", id, "only this job");
+  stats->add_flag("--json", json, "print JSON instead of a table");
+
   std::function<void(CLI::App*)> add_everywhere = [&](CLI::App* app) {
     for (auto* sub : app->get_subcommands({})) {
       add_common(sub);
@@ -1345,6 +1407,8 @@ int main(int argc, char** argv) {
     return nodes(c, json);
   if (status->parsed())
     return status_cmd(opts, id, detailed);
+  if (stats->parsed())
+    return stats_cmd(opts, id);
   history_source src{opts, data_dir};
   if (tl->parsed())
     return timeline(src, id);
