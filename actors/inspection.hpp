@@ -176,6 +176,9 @@ struct cluster_stats {
   uint64_t kept_incidents = 0;
   /// Event hub counters.
   hub_stats hub;
+  /// Nodes the fleet's node registry tracks, and of those quarantined.
+  uint64_t nodes_tracked = 0;
+  uint64_t nodes_quarantined = 0;
 };
 
 } // namespace recoverd
