@@ -91,6 +91,8 @@ constexpr table_row table[] = {
    {readers, false, false, rpc_class::read}},
   {"/recoverd.inspection.v1.Inspect/GetStatus",
    {readers, false, false, rpc_class::read}},
+  {"/recoverd.inspection.v1.Inspect/ListNodes",
+   {readers, false, false, rpc_class::read}},
   // The HTTP port: the Inspect API as JSON and /metrics, read-only.
   {http_method, {readers, false, false, rpc_class::read}},
   // Health and reflection answer nothing about jobs: open to everyone who

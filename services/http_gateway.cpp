@@ -255,7 +255,8 @@ bool parse_time(const std::string& text, int64_t& out) {
 // labels whatever the client sends ("other" for anything not served).
 std::string route_of(const std::string& path) {
   if (path == "/metrics" || path == "/api/v1/jobs" || path == "/api/v1/watch"
-      || path == "/api/v1/status" || path == "/healthz" || path == "/readyz")
+      || path == "/api/v1/status" || path == "/api/v1/nodes"
+      || path == "/healthz" || path == "/readyz")
     return path;
   const std::string prefix = "/api/v1/jobs/";
   if (path.rfind(prefix, 0) != 0)
@@ -493,6 +494,18 @@ struct http_gateway::impl {
               answer<pi::StatusResponse>(req, res, [&](auto* resp, auto done) {
                 api.get_status(r, resp, std::move(done));
               });
+            });
+    svr.Get("/api/v1/nodes",
+            [this](const httplib::Request& req, httplib::Response& res) {
+              pi::ListNodesRequest r;
+              auto x = req.get_param_value("quarantined");
+              r.set_quarantinedonly(req.has_param("quarantined") && x != "0"
+                                    && x != "false");
+              answer<pi::ListNodesResponse>(req, res,
+                                            [&](auto* resp, auto done) {
+                                              api.list_nodes(r, resp,
+                                                             std::move(done));
+                                            });
             });
     svr.Get("/api/v1/watch",
             [this](const httplib::Request& req, httplib::Response& res) {
