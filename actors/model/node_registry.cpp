@@ -49,6 +49,14 @@ void add_fault(node_record& r, node_fault f, const node_registry_config& cfg) {
     r.recent.pop_front();
 }
 
+// Whether `score` reaches the threshold. Faults seconds apart must add up to
+// their sum: three chip restarts within a minute reach a threshold of 3 even
+// though the first two decayed a little meanwhile. So a score within 0.1% of
+// the threshold reaches it (0.1% is what a half-life of 1 h takes off in 5 s).
+bool reaches(double score, const node_registry_config& cfg) {
+  return score >= cfg.quarantine_score * (1 - 1e-3);
+}
+
 void quarantine(node_record& r, quarantine_reason why, int64_t now_ms) {
   // The first reason stays: a node a stress test isolated is still listed
   // as such when its score crosses the threshold too.
@@ -64,7 +72,7 @@ struct applier {
   void operator()(const node_fault_seen& x) {
     auto& r = reg.nodes[x.node];
     add_fault(r, x.fault, reg.cfg);
-    if (r.score >= reg.cfg.quarantine_score)
+    if (reaches(r.score, reg.cfg))
       quarantine(r, quarantine_reason::score, x.fault.time_ms);
   }
 
@@ -83,7 +91,7 @@ struct applier {
     }
     if (x.isolated)
       quarantine(r, quarantine_reason::stress_test, x.time_ms);
-    else if (r.score >= reg.cfg.quarantine_score)
+    else if (reaches(r.score, reg.cfg))
       quarantine(r, quarantine_reason::score, x.time_ms);
   }
 

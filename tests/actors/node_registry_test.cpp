@@ -91,6 +91,13 @@ TEST_CASE("node registry: weights by level; the threshold quarantines and "
   CHECK(later.nodes[0].reason == quarantine_reason::score);
   CHECK(count(t).quarantined == 1);
   CHECK(list(t, 0, true).nodes.size() == 1);
+  MESSAGE("three chip restarts a second apart reach 3, though the first "
+          "ones decayed a little");
+  t = recoverd::apply(t, fault("z", "RestartNPU", 0));
+  t = recoverd::apply(t, fault("z", "RestartNPU", 1000));
+  t = recoverd::apply(t, fault("z", "RestartNPU", 2000));
+  CHECK(score_at(record(t, "z"), 2000, t.cfg) < 3.0);
+  CHECK(record(t, "z").quarantined());
   MESSAGE("one device separation alone reaches the default threshold");
   t = recoverd::apply(t, fault("y", "SeparateNPU", 0));
   CHECK(record(t, "y").quarantined());
