@@ -23,6 +23,7 @@
 
 #include "actors/atoms.hpp"
 #include "actors/inspection.hpp"
+#include "actors/model/node_registry.hpp"
 #include "actors/model/recovery.hpp"
 #include "actors/sink.hpp"
 #include "actors/status.hpp"
@@ -86,6 +87,10 @@ using journal_actor = caf::typed_actor<
   // Appends events (and snapshots); replies with the global position of the
   // last event once durable, or with a storage_failure error.
   caf::replies_to<append_atom, std::vector<log_record>,
+                  std::vector<snapshot_record>>::with<uint64_t>,
+  // Appends records of fleet streams (see `fleet_records`), in the same
+  // group commit as jobs' appends; replies like an append.
+  caf::replies_to<append_atom, fleet_atom, std::vector<log_record>,
                   std::vector<snapshot_record>>::with<uint64_t>,
   // Makes everything accepted so far durable.
   caf::replies_to<flush_atom>::with<ok_atom>,
@@ -174,6 +179,23 @@ using job_actor = caf::typed_actor<
   caf::reacts_to<keepalive_atom, uint64_t>,
   // The agent stream of a generation ended (from the stream's close hook).
   caf::reacts_to<detach_atom, uint64_t>>
+  ::extend_with<status_client_actor>;
+
+/// The NODE REGISTRY: the fleet's record of every node's faults and stress
+/// verdicts across all jobs, its fault score and the quarantine list. Jobs
+/// tell it what they made durable; it records that as events of its own
+/// stream in the journal (replayed at start-up, untouched by job
+/// deletions). Answers the shared status request (STATUS CLIENT).
+using node_registry_actor = caf::typed_actor<
+  // Faults and stress verdicts a job just made durable (fire and forget).
+  caf::reacts_to<observe_atom, std::vector<node_observation>>,
+  // ListNodes: every node, or only the quarantined ones (flag).
+  caf::replies_to<list_atom, bool>::with<node_listing>,
+  // An operator clears a node (node, who); replies whether the registry
+  // had a record of it (and so cleared it, durably).
+  caf::replies_to<nodeclear_atom, std::string, std::string>::with<bool>,
+  // Nodes tracked and quarantined (/metrics).
+  caf::replies_to<status_atom>::with<node_counts>>
   ::extend_with<status_client_actor>;
 
 /// The JOB REGISTRY: job id -> job actor. Spawns jobs (at start-up from the
@@ -271,6 +293,9 @@ using inspector_actor = caf::typed_actor<
 } // namespace recoverd
 
 // Local messages only; its optional member has no CAF 0.17 inspector.
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<recoverd::node_observation>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(recoverd::node_listing)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(recoverd::node_counts)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(recoverd::flow_input)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(recoverd::put_origin)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(recoverd::flow_event)

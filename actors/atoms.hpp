@@ -71,6 +71,10 @@ using om_atom = caf::atom_constant<caf::atom("omwatch")>;
 using stress_atom = caf::atom_constant<caf::atom("stress")>;
 /// An operator clears a node's recorded health.
 using nodeclear_atom = caf::atom_constant<caf::atom("nodeclear")>;
+/// Node registry: what jobs saw on their nodes, made durable.
+using observe_atom = caf::atom_constant<caf::atom("observe")>;
+/// Journal: records of a fleet stream (not of a job).
+using fleet_atom = caf::atom_constant<caf::atom("fleet")>;
 /// Remove the history of deleted jobs (journal).
 using purge_atom = caf::atom_constant<caf::atom("purge")>;
 /// Journal: examine the next part of the order for a purge (self-sent).

@@ -33,6 +33,17 @@ caf::error validate(const registry_config& cfg) {
   return validate(cfg.job);
 }
 
+caf::error validate(const nodes_config& cfg) {
+  if (auto err = to_error(validate(cfg.scoring)))
+    return err;
+  if (cfg.snapshot_every == 0)
+    return make_error(errc::invalid_argument,
+                      "node registry snapshots: every must be at least 1");
+  if (!cfg.clock)
+    return make_error(errc::invalid_argument, "node registry has no clock");
+  return caf::none;
+}
+
 caf::error validate(const journal_config& cfg) {
   if (cfg.sync == sync_policy::batch && cfg.sync_interval.count() <= 0)
     return make_error(errc::invalid_argument,

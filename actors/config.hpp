@@ -10,6 +10,9 @@
 
 #include <caf/error.hpp>
 
+#include <vector>
+
+#include "actors/model/node_registry.hpp"
 #include "actors/model/timeouts.hpp"
 
 namespace recoverd {
@@ -29,6 +32,20 @@ struct job_config {
   /// form from the clock and a random source. The simulator pins it, so
   /// that a seed replays the same run.
   std::function<std::string()> uuid;
+  /// Told the faults and stress verdicts of the job's events once they are
+  /// durable (the fleet's node registry); none when empty.
+  std::function<void(std::vector<node_observation>)> observe_nodes = nullptr;
+};
+
+/// Configuration of the node registry.
+struct nodes_config {
+  /// Scoring and quarantine.
+  node_registry_config scoring;
+  /// Write a snapshot of the registry (and remove the events it folds)
+  /// every this many events (> 0), so the stream stays bounded.
+  uint64_t snapshot_every = 256;
+  /// Wall clock in Unix milliseconds; tests pin it.
+  std::function<int64_t()> clock = nullptr;
 };
 
 /// Configuration of the job registry.
@@ -75,6 +92,9 @@ caf::error validate(const job_config& cfg);
 
 /// Checks a registry configuration.
 caf::error validate(const registry_config& cfg);
+
+/// Checks a node registry configuration.
+caf::error validate(const nodes_config& cfg);
 
 /// Checks a journal configuration.
 caf::error validate(const journal_config& cfg);

@@ -196,6 +196,9 @@ struct cluster_stats {
   goodput_tally goodput;
   /// The fleet's goodput now.
   goodput_figures fleet;
+  /// Nodes the fleet's node registry tracks, and of those quarantined.
+  uint64_t nodes_tracked = 0;
+  uint64_t nodes_quarantined = 0;
 };
 
 } // namespace recoverd

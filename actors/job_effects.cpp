@@ -399,11 +399,18 @@ void commit(job_self self, std::vector<event_body> bodies,
     .await(
       [self, since, evs = std::move(evs), on_durable](uint64_t) mutable {
         auto& st = self->state;
+        // What the events say about the job's nodes, for the fleet's node
+        // registry, each against the model it was decided on.
+        std::vector<node_observation> seen;
         // `apply` takes a step's change and a spec out of their event;
         // `after_events` reads only what is left.
         for (auto& ev : evs) {
           ES_DEBUG("job {} appended {} #{}", st.model.spec.job_id,
                    kind_name(ev.body), ev.seq);
+          if (st.cfg.observe_nodes) {
+            auto xs = observe(st.model, ev);
+            std::move(xs.begin(), xs.end(), std::back_inserter(seen));
+          }
           auto ended = ending_flow(st.model, ev);
           auto outcomes = st.model.rec.job.flows;
           auto time_ms = ev.time_ms;
@@ -419,6 +426,8 @@ void commit(job_self self, std::vector<event_body> bodies,
           }
         }
         st.events_since_snapshot = since;
+        if (!seen.empty())
+          st.cfg.observe_nodes(std::move(seen));
         after_events(self, evs);
         on_durable();
       },

@@ -108,13 +108,18 @@ void commit(self_ptr self) {
   }
   std::vector<log_record> events;
   std::vector<snapshot_record> snapshots;
+  fleet_records fleet;
   for (auto& p : batch) {
     std::move(p.events.begin(), p.events.end(), std::back_inserter(events));
     std::move(p.snapshots.begin(), p.snapshots.end(),
               std::back_inserter(snapshots));
+    std::move(p.fleet.events.begin(), p.fleet.events.end(),
+              std::back_inserter(fleet.events));
+    std::move(p.fleet.snapshots.begin(), p.fleet.snapshots.end(),
+              std::back_inserter(fleet.snapshots));
   }
   auto start = std::chrono::steady_clock::now();
-  auto err = st.log->append(events, snapshots);
+  auto err = st.log->append(events, snapshots, fleet);
   auto micros = std::chrono::duration_cast<std::chrono::microseconds>(
                   std::chrono::steady_clock::now() - start)
                   .count();
@@ -190,6 +195,24 @@ void purge_step(self_ptr self) {
     self->send(self, purgestep_atom::value);
 }
 
+// Queues an append for the next group commit.
+caf::result<uint64_t> enqueue_append(self_ptr self,
+                                     journal_state::pending_append p) {
+  auto& st = self->state;
+  if (!writable(self))
+    return st.failure;
+  auto rp = self->make_response_promise<uint64_t>();
+  p.promise = rp;
+  st.pending.push_back(std::move(p));
+  // Group commit: the commit message queues behind every append already
+  // in the mailbox, so they all go into one write.
+  if (!st.commit_scheduled) {
+    st.commit_scheduled = true;
+    self->send(self, commit_atom::value);
+  }
+  return rp;
+}
+
 caf::result<purge_stats> enqueue_purge(self_ptr self,
                                        std::vector<purge_target> deleted,
                                        std::vector<std::string> live,
@@ -252,18 +275,17 @@ journal(journal_actor::stateful_pointer<journal_state> self,
   return {
     [=](append_atom, std::vector<log_record>& events,
         std::vector<snapshot_record>& snapshots) -> caf::result<uint64_t> {
-      auto& st = self->state;
-      if (!writable(self))
-        return st.failure;
-      auto rp = self->make_response_promise<uint64_t>();
-      st.pending.push_back({std::move(events), std::move(snapshots), rp});
-      // Group commit: the commit message queues behind every append already
-      // in the mailbox, so they all go into one write.
-      if (!st.commit_scheduled) {
-        st.commit_scheduled = true;
-        self->send(self, commit_atom::value);
-      }
-      return rp;
+      journal_state::pending_append p;
+      p.events = std::move(events);
+      p.snapshots = std::move(snapshots);
+      return enqueue_append(self, std::move(p));
+    },
+    [=](append_atom, fleet_atom, std::vector<log_record>& events,
+        std::vector<snapshot_record>& snapshots) -> caf::result<uint64_t> {
+      journal_state::pending_append p;
+      p.fleet.events = std::move(events);
+      p.fleet.snapshots = std::move(snapshots);
+      return enqueue_append(self, std::move(p));
     },
     [=](commit_atom) {
       auto& st = self->state;

@@ -19,6 +19,8 @@ struct journal_state {
     std::vector<log_record> events;
     std::vector<snapshot_record> snapshots;
     caf::typed_response_promise<uint64_t> promise;
+    /// Records of fleet streams (the node registry's).
+    fleet_records fleet = {};
   };
 
   /// One purge of old history, prepared and scanned in steps.

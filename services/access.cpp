@@ -92,6 +92,8 @@ constexpr table_row table[] = {
   {"/recoverd.inspection.v1.Inspect/GetStatus",
    {readers, false, false, rpc_class::read}},
   {"/recoverd.inspection.v1.Inspect/GetStats",
+     {readers, false, false, rpc_class::read}},
+  {"/recoverd.inspection.v1.Inspect/ListNodes",
    {readers, false, false, rpc_class::read}},
   // The HTTP port: the Inspect API as JSON and /metrics, read-only.
   {http_method, {readers, false, false, rpc_class::read}},

@@ -16,6 +16,7 @@
 #include "actors/job_registry.hpp"
 #include "actors/journal.hpp"
 #include "actors/log.hpp"
+#include "actors/node_registry.hpp"
 #include "services/http_gateway.hpp"
 #include "services/inspect_service.hpp"
 #include "services/listener.hpp"
@@ -23,6 +24,7 @@
 #include "services/platform_service.hpp"
 #include "services/recover_service.hpp"
 #include "storage/event_log.hpp"
+#include "storage/node_codec.hpp"
 #include "storage/replay.hpp"
 
 namespace recoverd {
@@ -106,6 +108,10 @@ caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
     opts.registry.job.clock = system_clock_ms;
   if (auto err = validate(opts.registry))
     return err;
+  if (!opts.nodes.clock)
+    opts.nodes.clock = opts.registry.job.clock;
+  if (auto err = validate(opts.nodes))
+    return err;
   if (auto err = validate(opts.journal))
     return err;
   if (auto err = validate(opts.tls, "agent listener"))
@@ -156,6 +162,11 @@ caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
   self->replayed_.from_snapshot = replayed->from_snapshot;
   self->replayed_.events = replayed->events_replayed;
   self->replayed_.discarded = replayed->discarded.size();
+  // The fleet's node registry: its own stream, apart from every job's.
+  auto nodes = storage::replay_nodes(*self->log_, opts.nodes.scoring);
+  if (!nodes)
+    return nodes.error();
+  self->replayed_.nodes = nodes->table.nodes.size();
   self->replayed_.millis = since(t1);
   // 3. Actors.
   self->cfg_ = std::make_unique<caf::actor_system_config>();
@@ -178,6 +189,13 @@ caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
   };
   self->journal_ = self->sys_->spawn<caf::detached>(
     recoverd::journal, self->log_.get(), journal_cfg);
+  self->nodes_ = self->sys_->spawn(node_registry, std::move(*nodes),
+                                   opts.nodes, self->journal_);
+  // Jobs tell the node registry what they made durable about their nodes.
+  opts.registry.job.observe_nodes
+    = [hdl = self->nodes_](std::vector<node_observation> xs) {
+        caf::anon_send(hdl, observe_atom::value, std::move(xs));
+      };
   self->registry_ = self->sys_->spawn(job_registry, opts.registry,
                                       self->journal_, std::move(jobs),
                                       std::move(replayed->deleted),
@@ -229,9 +247,9 @@ caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
     self->control_recover_ = std::make_unique<recover_service>(
       *self->sys_, self->registry_, buffer, self->directory_, control_access);
   self->platform_ = std::make_unique<platform_service>(
-    *self->sys_, self->registry_, buffer, ui_access);
+    *self->sys_, self->registry_, buffer, ui_access, self->nodes_);
   self->inspect_api_ = std::make_unique<inspect_api>(
-    *self->sys_, self->inspector_, self->hub_);
+    *self->sys_, self->inspector_, self->hub_, self->nodes_);
   self->inspect_ = std::make_unique<inspect_service>(*self->inspect_api_,
                                                      buffer, ui_access);
   self->metrics_ = std::make_unique<request_metrics>();
@@ -457,11 +475,14 @@ void app::stop() {
     caf::anon_send_exit(hub_, caf::exit_reason::user_shutdown);
   if (registry_)
     caf::anon_send_exit(registry_, caf::exit_reason::user_shutdown);
+  if (nodes_)
+    caf::anon_send_exit(nodes_, caf::exit_reason::user_shutdown);
   if (journal_)
     caf::anon_send_exit(journal_, caf::exit_reason::user_shutdown);
   inspector_ = nullptr;
   hub_ = nullptr;
   registry_ = nullptr;
+  nodes_ = nullptr;
   journal_ = nullptr;
   if (sys_) {
     sys_->await_all_actors_done();

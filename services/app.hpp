@@ -80,6 +80,8 @@ struct app_options {
   journal_config journal;
   /// Registry and job settings.
   registry_config registry;
+  /// The fleet's node registry (its clock defaults to the jobs' clock).
+  nodes_config nodes;
   /// CAF worker threads; 0 = one per core.
   size_t worker_threads = 0;
 };
@@ -91,6 +93,7 @@ struct replay_stats {
   size_t from_snapshot = 0; ///< Jobs that started at a snapshot.
   uint64_t events = 0;      ///< Events folded (after snapshots).
   size_t discarded = 0;     ///< Undecodable last records left out.
+  size_t nodes = 0;         ///< Nodes the node registry knows.
   double millis = 0;        ///< Time to replay the log.
   double ready_millis = 0;  ///< Time from open to serving.
 };
@@ -157,6 +160,11 @@ public:
     return inspector_;
   }
 
+  /// The fleet's node registry.
+  node_registry_actor nodes() const {
+    return nodes_;
+  }
+
   /// The gRPC listeners' connection counts, summed (each listener has its
   /// own caps).
   connection_figures connections() const;
@@ -191,6 +199,7 @@ private:
   job_registry_actor registry_;
   event_hub_actor hub_;
   inspector_actor inspector_;
+  node_registry_actor nodes_;
   job_directory_ptr directory_;
   std::unique_ptr<request_metrics> metrics_;
   std::unique_ptr<recover_service> recover_;

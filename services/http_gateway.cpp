@@ -293,6 +293,7 @@ std::string route_of(const std::string& path) {
     return path;
   if (path == "/metrics" || path == "/api/v1/jobs" || path == "/api/v1/watch"
       || path == "/api/v1/status" || path == "/api/v1/stats"
+      || path == "/api/v1/nodes"
       || path == "/healthz" || path == "/readyz")
     return path;
   const std::string prefix = "/api/v1/jobs/";
@@ -539,6 +540,18 @@ struct http_gateway::impl {
               answer<pi::StatsResponse>(req, res, [&](auto* resp, auto done) {
                 api.get_stats(r, resp, std::move(done));
               });
+            });
+    svr.Get("/api/v1/nodes",
+            [this](const httplib::Request& req, httplib::Response& res) {
+              pi::ListNodesRequest r;
+              auto x = req.get_param_value("quarantined");
+              r.set_quarantinedonly(req.has_param("quarantined") && x != "0"
+                                    && x != "false");
+              answer<pi::ListNodesResponse>(req, res,
+                                            [&](auto* resp, auto done) {
+                                              api.list_nodes(r, resp,
+                                                             std::move(done));
+                                            });
             });
     svr.Get("/api/v1/watch",
             [this](const httplib::Request& req, httplib::Response& res) {

@@ -180,4 +180,21 @@ std::string to_json(const google::protobuf::Message& msg, bool pretty) {
   return out;
 }
 
+void to_proto(const node_listing& x, pi::ListNodesResponse& out) {
+  for (const auto& v : x.nodes) {
+    auto& n = *out.add_nodes();
+    n.set_node(v.node);
+    n.set_score(v.score);
+    n.set_faults(v.faults);
+    n.set_stressfailures(v.stress_failures);
+    n.set_lastfaultms(v.last_fault_ms);
+    n.set_lastjobid(v.last_job_id);
+    n.set_quarantined(v.reason != quarantine_reason::none);
+    n.set_reason(to_string(v.reason));
+    n.set_sincems(v.since_ms);
+  }
+  out.set_threshold(x.threshold);
+  out.set_halflifems(x.half_life_ms);
+}
+
 } // namespace recoverd::convert

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "actors/model/incidents.hpp"
+#include "actors/model/node_registry.hpp"
 #include "actors/inspection.hpp"
 #include "actors/status.hpp"
 #include "inspect.pb.h"
@@ -52,6 +53,10 @@ void to_proto(const component_status& x,
 /// Every component's status -> StatusResponse (healthy when each is).
 void to_proto(const std::vector<component_status>& xs,
               recoverd::inspection::v1::StatusResponse& out);
+
+/// The node registry's listing -> ListNodesResponse.
+void to_proto(const node_listing& x,
+              recoverd::inspection::v1::ListNodesResponse& out);
 
 /// Renders a message as proto3 JSON (lowerCamel names, default values
 /// printed); `pretty` adds indentation.

@@ -26,8 +26,11 @@ inspect_api::done_fn finish(grpc::ServerUnaryReactor* reactor) {
 } // namespace
 
 inspect_api::inspect_api(caf::actor_system& sys, inspector_actor inspector,
-                         event_hub_actor hub)
-  : sys_(sys), inspector_(std::move(inspector)), hub_(std::move(hub)) {
+                         event_hub_actor hub, node_registry_actor nodes)
+  : sys_(sys),
+    inspector_(std::move(inspector)),
+    hub_(std::move(hub)),
+    nodes_(std::move(nodes)) {
   // nop
 }
 
@@ -150,6 +153,19 @@ void inspect_api::get_status(const pi::GetStatusRequest& req,
     std::move(done), status_atom::value, std::move(q));
 }
 
+void inspect_api::list_nodes(const pi::ListNodesRequest& req,
+                             pi::ListNodesResponse* resp, done_fn done) const {
+  if (!nodes_)
+    return done({grpc::StatusCode::UNAVAILABLE, "no node registry"});
+  ask_then<node_listing>(
+    sys_, nodes_,
+    [resp](const node_listing& x) {
+      convert::to_proto(x, *resp);
+      return grpc::Status::OK;
+    },
+    std::move(done), list_atom::value, req.quarantinedonly());
+}
+
 void inspect_api::watch_events(const pi::WatchEventsRequest& req,
                                event_sink_ptr sink, done_fn done) const {
   if (!req.jobid().empty()) {
@@ -176,12 +192,27 @@ void inspect_api::cluster(
   std::function<void(caf::expected<cluster_stats>)> done) const {
   sys_.spawn(
     [](caf::event_based_actor* self, inspector_actor inspector,
+       node_registry_actor nodes,
        std::function<void(caf::expected<cluster_stats>)> done) {
       self->request(inspector, edge_timeout, metrics_atom::value)
-        .then([=](cluster_stats& x) { done(std::move(x)); },
-              [=](caf::error& err) { done(std::move(err)); });
+        .then(
+          [=](cluster_stats& x) {
+            if (!nodes)
+              return done(std::move(x));
+            // The node gauges come from the node registry, in a second hop.
+            auto stats = std::make_shared<cluster_stats>(std::move(x));
+            self->request(nodes, edge_timeout, status_atom::value)
+              .then(
+                [=](node_counts& n) {
+                  stats->nodes_tracked = n.tracked;
+                  stats->nodes_quarantined = n.quarantined;
+                  done(std::move(*stats));
+                },
+                [=](caf::error& err) { done(std::move(err)); });
+          },
+          [=](caf::error& err) { done(std::move(err)); });
     },
-    inspector_, std::move(done));
+    inspector_, nodes_, std::move(done));
 }
 
 inspect_service::inspect_service(const inspect_api& api, size_t stream_buffer,
@@ -277,6 +308,22 @@ inspect_service::GetStats(grpc::CallbackServerContext* ctx,
   if (!admit(access_, ctx, reactor, "/recoverd.inspection.v1.Inspect/GetStats"))
     return reactor;
   api_.get_stats(*req, resp, finish(reactor));
+  return reactor;
+}
+
+} // namespace recoverd
+
+namespace recoverd {
+
+grpc::ServerUnaryReactor*
+inspect_service::ListNodes(grpc::CallbackServerContext* ctx,
+                           const pi::ListNodesRequest* req,
+                           pi::ListNodesResponse* resp) {
+  auto* reactor = ctx->DefaultReactor();
+  if (!admit(access_, ctx, reactor,
+             "/recoverd.inspection.v1.Inspect/ListNodes"))
+    return reactor;
+  api_.list_nodes(*req, resp, finish(reactor));
   return reactor;
 }
 

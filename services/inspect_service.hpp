@@ -20,8 +20,10 @@ public:
   /// Receives the outcome of an operation.
   using done_fn = std::function<void(const grpc::Status&)>;
 
+  /// @param nodes The fleet's node registry; without one (null) ListNodes
+  ///        is UNAVAILABLE and /metrics counts no nodes.
   inspect_api(caf::actor_system& sys, inspector_actor inspector,
-              event_hub_actor hub);
+              event_hub_actor hub, node_registry_actor nodes = {});
 
   /// ListJobs.
   void list_jobs(const recoverd::inspection::v1::ListJobsRequest& req,
@@ -56,6 +58,11 @@ public:
                  recoverd::inspection::v1::StatsResponse* resp,
                  done_fn done) const;
 
+  /// ListNodes: the fleet's node registry.
+  void list_nodes(const recoverd::inspection::v1::ListNodesRequest& req,
+                  recoverd::inspection::v1::ListNodesResponse* resp,
+                  done_fn done) const;
+
   /// WatchEvents: adds `sink` as a watcher; `done` says whether it was
   /// accepted (on refusal the sink is also ended with that status).
   void watch_events(const recoverd::inspection::v1::WatchEventsRequest& req,
@@ -68,6 +75,7 @@ private:
   caf::actor_system& sys_;
   inspector_actor inspector_;
   event_hub_actor hub_;
+  node_registry_actor nodes_;
 };
 
 /// The `Inspect` gRPC service over `inspect_api`.
@@ -117,6 +125,11 @@ public:
   GetStats(grpc::CallbackServerContext* ctx,
            const recoverd::inspection::v1::GetStatsRequest* req,
            recoverd::inspection::v1::StatsResponse* resp) override;
+
+  grpc::ServerUnaryReactor*
+  ListNodes(grpc::CallbackServerContext* ctx,
+            const recoverd::inspection::v1::ListNodesRequest* req,
+            recoverd::inspection::v1::ListNodesResponse* resp) override;
 
 private:
   const inspect_api& api_;

@@ -132,6 +132,7 @@ int main(int argc, char** argv) {
   std::string sync = "always";
   std::string sync_interval = "100ms";
   std::string retention = "30d";
+  std::string node_half_life = "1h";
   std::string restart_budget = "off";
   std::string budget_verdict = "reschedule";
   std::string http_request_timeout = "5s";
@@ -222,6 +223,18 @@ int main(int argc, char** argv) {
                  "events before its latest snapshot; incidents are kept; "
                  "checked at start-up and hourly (duration: 36h, 30d, ...)")
     ->capture_default_str();
+  cli.add_option("--node-score-half-life", node_half_life,
+                 "the fleet's node registry: a node's fault score halves "
+                 "every this long (duration: 30m, 1h, ...)")
+    ->capture_default_str();
+  cli.add_option("--node-quarantine-score",
+                 opts.nodes.scoring.quarantine_score,
+                 "the fleet's node registry: a node whose fault score "
+                 "reaches this is quarantined until an operator clears it "
+                 "(a device separation adds 3, a chip restart or an agent's "
+                 "fault report 1)")
+    ->capture_default_str()
+    ->check(CLI::PositiveNumber);
   cli.add_option("--stream-buffer", opts.registry.job.stream_buffer,
                  "messages a stream may queue before it is closed with "
                  "RESOURCE_EXHAUSTED")
@@ -313,6 +326,13 @@ int main(int argc, char** argv) {
               << "\n";
     return 2;
   }
+  millis half_life{};
+  if (!parse_duration(node_half_life, half_life) || half_life.count() <= 0) {
+    std::cerr << "recoverd: --node-score-half-life: not a positive duration: "
+              << node_half_life << "\n";
+    return 2;
+  }
+  opts.nodes.scoring.half_life_ms = half_life.count();
   millis request_timeout{};
   if (!parse_duration(http_request_timeout, request_timeout)
       || request_timeout.count() <= 0) {

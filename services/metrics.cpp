@@ -540,6 +540,12 @@ std::string render_metrics(const request_metrics& requests,
   family(out, "recoverd_event_watchers_dropped_total", "counter",
          "Event watchers dropped for falling behind.");
   sample(out, "recoverd_event_watchers_dropped_total", {}, c.hub.dropped);
+  family(out, "recoverd_nodes_tracked", "gauge",
+         "Nodes the fleet's node registry has a record of.");
+  sample(out, "recoverd_nodes_tracked", {}, c.nodes_tracked);
+  family(out, "recoverd_nodes_quarantined", "gauge",
+         "Nodes the fleet's node registry quarantines now.");
+  sample(out, "recoverd_nodes_quarantined", {}, c.nodes_quarantined);
   render_process(out);
   return out;
 }

@@ -1,6 +1,7 @@
 #include "services/platform_service.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <memory>
 #include <tuple>
 
@@ -36,16 +37,44 @@ auto fill(Resp* resp) {
   };
 }
 
+// Adds the nodes the fleet's node registry quarantines that no job's record
+// lists, attributed to the last job that saw a fault there.
+void add_fleet_quarantine(std::vector<node_health>& nodes,
+                          const node_listing& q) {
+  for (const auto& v : q.nodes) {
+    auto listed = std::any_of(nodes.begin(), nodes.end(),
+                              [&](const auto& n) { return n.node == v.node; });
+    if (listed)
+      continue;
+    node_health h;
+    h.node = v.node;
+    h.job_id = v.last_job_id;
+    h.status = "UnHealthy";
+    char score[32];
+    std::snprintf(score, sizeof(score), "%.2f", v.score);
+    h.reason = v.reason == quarantine_reason::stress_test
+                 ? std::string{"quarantined by the node registry: isolated "
+                               "by a stress test"}
+                 : std::string{"quarantined by the node registry: its fault "
+                               "score reached the threshold (now "}
+                     + score + ")";
+    h.since_ms = v.since_ms;
+    nodes.push_back(std::move(h));
+  }
+}
+
 } // namespace
 
 platform_service::platform_service(caf::actor_system& sys,
                                    job_registry_actor registry,
                                    size_t stream_buffer,
-                                   access_settings access)
+                                   access_settings access,
+                                   node_registry_actor nodes)
   : sys_(sys),
     registry_(std::move(registry)),
     stream_buffer_(stream_buffer),
-    access_(std::move(access)) {
+    access_(std::move(access)),
+    nodes_(std::move(nodes)) {
   // nop
 }
 
@@ -134,21 +163,45 @@ platform_service::ListNodeHealth(grpc::CallbackServerContext* ctx,
   auto* reactor = ctx->DefaultReactor();
   if (!admit(access_, ctx, reactor, "/recoverd.platform.v1.Platform/ListNodeHealth"))
     return reactor;
-  ask<std::vector<job_summary>>(
-    sys_, registry_, reactor,
-    [resp](const std::vector<job_summary>& xs) {
-      std::vector<node_health> nodes;
-      for (const auto& x : xs)
-        nodes.insert(nodes.end(), x.unhealthy_nodes.begin(),
-                     x.unhealthy_nodes.end());
-      std::sort(nodes.begin(), nodes.end(), [](const auto& a, const auto& b) {
-        return std::tie(a.node, a.job_id) < std::tie(b.node, b.job_id);
-      });
-      for (const auto& n : nodes)
-        convert::to_proto(n, *resp->add_nodes());
-      return grpc::Status::OK;
+  // The jobs' records, then the fleet's quarantine (one hop each, without
+  // blocking the gRPC thread).
+  sys_.spawn(
+    [](caf::event_based_actor* self, job_registry_actor registry,
+       node_registry_actor fleet, grpc::ServerUnaryReactor* reactor,
+       pb::ListNodeHealthResponse* resp, std::string ns) {
+      auto fail = [reactor](caf::error& err) {
+        reactor->Finish(to_grpc_status(err));
+      };
+      self->request(registry, edge_timeout, list_atom::value, std::move(ns))
+        .then(
+          [=](std::vector<job_summary>& xs) {
+            auto nodes = std::make_shared<std::vector<node_health>>();
+            for (auto& x : xs)
+              nodes->insert(nodes->end(), x.unhealthy_nodes.begin(),
+                            x.unhealthy_nodes.end());
+            auto finish = [reactor, resp, nodes] {
+              std::sort(nodes->begin(), nodes->end(),
+                        [](const auto& a, const auto& b) {
+                          return std::tie(a.node, a.job_id)
+                                 < std::tie(b.node, b.job_id);
+                        });
+              for (const auto& n : *nodes)
+                convert::to_proto(n, *resp->add_nodes());
+              reactor->Finish(grpc::Status::OK);
+            };
+            if (!fleet)
+              return finish();
+            self->request(fleet, edge_timeout, list_atom::value, true)
+              .then(
+                [=](node_listing& q) {
+                  add_fleet_quarantine(*nodes, q);
+                  finish();
+                },
+                fail);
+          },
+          fail);
     },
-    list_atom::value, req->namespace_());
+    registry_, nodes_, reactor, resp, req->namespace_());
   return reactor;
 }
 
@@ -168,18 +221,39 @@ platform_service::ClearNodeHealth(grpc::CallbackServerContext* ctx,
   }
   if (!req->jobid().empty() && reject_bad_id(reactor, req->jobid()))
     return reactor;
-  auto node = req->node();
-  ask<std::vector<std::string>>(
-    sys_, registry_, reactor,
-    [resp, node](const std::vector<std::string>& jobs) {
-      if (jobs.empty())
-        return grpc::Status{grpc::StatusCode::NOT_FOUND,
-                            "node " + node + " has no health record"};
-      for (const auto& j : jobs)
-        resp->add_jobids(j);
-      return grpc::Status::OK;
+  // The jobs' records first (an unknown job refuses the whole clear), then
+  // the fleet's record of the node.
+  sys_.spawn(
+    [](caf::event_based_actor* self, job_registry_actor registry,
+       node_registry_actor fleet, grpc::ServerUnaryReactor* reactor,
+       pb::ClearNodeHealthResponse* resp, std::string node, std::string job,
+       std::string who) {
+      auto fail = [reactor](caf::error& err) {
+        reactor->Finish(to_grpc_status(err));
+      };
+      self
+        ->request(registry, edge_timeout, nodeclear_atom::value, node, job,
+                  who)
+        .then(
+          [=](std::vector<std::string>& jobs) {
+            for (const auto& j : jobs)
+              resp->add_jobids(j);
+            auto finish = [reactor, resp, node](bool in_fleet) {
+              resp->set_noderegistry(in_fleet);
+              if (resp->jobids().empty() && !in_fleet)
+                reactor->Finish({grpc::StatusCode::NOT_FOUND,
+                                 "node " + node + " has no health record"});
+              else
+                reactor->Finish(grpc::Status::OK);
+            };
+            if (!fleet)
+              return finish(false);
+            self->request(fleet, edge_timeout, nodeclear_atom::value, node, who)
+              .then([=](bool cleared) { finish(cleared); }, fail);
+          },
+          fail);
     },
-    nodeclear_atom::value, req->node(), req->jobid(),
+    registry_, nodes_, reactor, resp, req->node(), req->jobid(),
     audit_name(*who, ctx->peer(), true));
   return reactor;
 }

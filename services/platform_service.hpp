@@ -13,8 +13,11 @@ class platform_service final
   : public recoverd::platform::v1::Platform::CallbackService {
 public:
   /// @param stream_buffer Messages a watch stream may queue.
+  /// @param nodes The fleet's node registry; without one (null) the node
+  ///        health RPCs see the jobs' records only.
   platform_service(caf::actor_system& sys, job_registry_actor registry,
-                   size_t stream_buffer, access_settings access = {});
+                   size_t stream_buffer, access_settings access = {},
+                   node_registry_actor nodes = {});
 
   grpc::ServerUnaryReactor*
   PutJob(grpc::CallbackServerContext* ctx,
@@ -70,6 +73,7 @@ private:
   job_registry_actor registry_;
   size_t stream_buffer_;
   access_settings access_;
+  node_registry_actor nodes_;
 };
 
 } // namespace recoverd

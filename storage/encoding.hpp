@@ -59,4 +59,16 @@ parse_event_key(std::string_view key) {
                         get_be64(key, key.size() - 8));
 }
 
+/// Key of an event of a fleet stream (in the fleet family): 'e', then the
+/// stream's name as an event key.
+inline std::string fleet_event_key(std::string_view stream, uint64_t seq) {
+  return "e" + event_key(stream, seq);
+}
+
+/// Key of the snapshot of a fleet stream (in the fleet family): 's', then
+/// the stream's name.
+inline std::string fleet_snapshot_key(std::string_view stream) {
+  return "s" + std::string{stream};
+}
+
 } // namespace recoverd::storage

@@ -29,16 +29,19 @@ enum cf : size_t {
   cf_meta = 4,      // "schema_version", "incarnation", "position_floor" -> be64
   cf_incidents = 5, // job id \0 be64(first seq) -> IncidentRecord bytes
   cf_bases = 6,     // job id -> be64(seq) + state bytes before the first event
-  cf_count = 7,
+  cf_fleet = 7,     // fleet streams: 'e' stream \0 be64(seq) -> event bytes,
+                    // 's' stream -> be64(seq) + snapshot bytes
+  cf_count = 8,
 };
 
 constexpr const char* cf_names[cf_count]
-  = {"default", "events", "global", "snapshots", "meta", "incidents", "bases"};
+  = {"default", "events",    "global", "snapshots",
+     "meta",    "incidents", "bases",  "fleet"};
 
 // Families a log written before the retention of live jobs lacks; a
 // read-only open (which cannot create them) treats them as empty.
 constexpr bool optional_family(size_t x) {
-  return x == cf_incidents || x == cf_bases;
+  return x == cf_incidents || x == cf_bases || x == cf_fleet;
 }
 
 // Free bytes (for unprivileged users) of the file system holding `path`, or
@@ -282,7 +285,8 @@ event_log::open(const event_log_options& opts) {
 }
 
 caf::error event_log::append(const std::vector<log_record>& events,
-                             const std::vector<snapshot_record>& snapshots) {
+                             const std::vector<snapshot_record>& snapshots,
+                             const fleet_records& fleet) {
   if (impl_->opts.read_only)
     return make_error(errc::storage_failure, "event log is open read-only");
   {
@@ -295,6 +299,10 @@ caf::error event_log::append(const std::vector<log_record>& events,
   for (const auto& rec : events)
     need += rec.bytes.size();
   for (const auto& snap : snapshots)
+    need += snap.bytes.size();
+  for (const auto& rec : fleet.events)
+    need += rec.bytes.size();
+  for (const auto& snap : fleet.snapshots)
     need += snap.bytes.size();
   if (auto err = check_space(impl_->opts.path, impl_->opts.min_free_bytes,
                              need, "append refused"))
@@ -312,6 +320,19 @@ caf::error event_log::append(const std::vector<log_record>& events,
     put_be64(value, snap.seq);
     value.append(snap.bytes);
     batch.Put(impl_->h(cf_snapshots), snap.job_id, value);
+  }
+  for (const auto& rec : fleet.events)
+    batch.Put(impl_->h(cf_fleet), fleet_event_key(rec.job_id, rec.seq),
+              rec.bytes);
+  for (const auto& snap : fleet.snapshots) {
+    std::string value;
+    value.reserve(8 + snap.bytes.size());
+    put_be64(value, snap.seq);
+    value.append(snap.bytes);
+    batch.Put(impl_->h(cf_fleet), fleet_snapshot_key(snap.job_id), value);
+    // The snapshot replaces the events it folds: the stream stays bounded.
+    batch.DeleteRange(impl_->h(cf_fleet), fleet_event_key(snap.job_id, 0),
+                      fleet_event_key(snap.job_id, snap.seq + 1));
   }
   auto st = impl_->db->Write(impl_->write_opts, &batch);
   if (!st.ok())
@@ -416,6 +437,40 @@ event_log::snapshot(const std::string& job_id) const {
     return make_error(errc::corrupt_record, "malformed snapshot of " + job_id);
   return std::optional<snapshot_record>{
     snapshot_record{job_id, get_be64(**value), (*value)->substr(8)}};
+}
+
+caf::expected<event_log::fleet_stream>
+event_log::read_fleet(const std::string& name) const {
+  fleet_stream result;
+  if (impl_->h(cf_fleet) == nullptr)
+    return result;
+  auto value = impl_->get(cf_fleet, fleet_snapshot_key(name));
+  if (!value)
+    return value.error();
+  uint64_t from = 0;
+  if (*value) {
+    if ((*value)->size() < 8)
+      return make_error(errc::corrupt_record,
+                        "malformed snapshot of fleet stream " + name);
+    from = get_be64(**value);
+    result.snapshot = snapshot_record{name, from, (*value)->substr(8)};
+  }
+  auto upper = "e" + job_upper_bound(name);
+  rocksdb::Slice upper_slice{upper};
+  rocksdb::ReadOptions ro;
+  ro.iterate_upper_bound = &upper_slice;
+  std::unique_ptr<rocksdb::Iterator> it{
+    impl_->db->NewIterator(ro, impl_->h(cf_fleet))};
+  for (it->Seek(fleet_event_key(name, from + 1)); it->Valid(); it->Next()) {
+    auto parsed = parse_event_key(it->key().ToStringView().substr(1));
+    if (!parsed || parsed->first != name)
+      return make_error(errc::corrupt_record,
+                        "malformed key in fleet stream " + name);
+    result.events.push_back({parsed->second, it->value().ToString()});
+  }
+  if (!it->status().ok())
+    return io_error("cannot read fleet stream " + name, it->status());
+  return result;
 }
 
 caf::expected<std::vector<std::string>> event_log::job_ids() const {

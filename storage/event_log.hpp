@@ -99,10 +99,23 @@ public:
 
   /// Appends events and snapshots of any number of jobs as one atomic
   /// `WriteBatch` (one sync when the log syncs), assigning the events
-  /// consecutive global positions in order.
+  /// consecutive global positions in order, and in the same batch the
+  /// records of fleet streams (see `fleet_records`).
   [[nodiscard]] caf::error append(const std::vector<log_record>& events,
                                   const std::vector<snapshot_record>& snapshots
-                                  = {});
+                                  = {},
+                                  const fleet_records& fleet = {});
+
+  /// What a fleet stream holds: its latest snapshot, if any, and its events
+  /// after it, in order.
+  struct fleet_stream {
+    std::optional<snapshot_record> snapshot;
+    std::vector<stored_event> events;
+  };
+
+  /// The fleet stream `name` (empty when it was never written).
+  [[nodiscard]] caf::expected<fleet_stream> read_fleet(const std::string& name)
+    const;
 
   /// Makes every append so far durable (for the `batch` sync policy).
   [[nodiscard]] caf::error sync_wal();

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <caf/meta/type_name.hpp>
 
@@ -22,6 +23,21 @@ struct snapshot_record {
   std::string job_id;
   uint64_t seq = 0;
   std::string bytes;
+};
+
+/// Records of the fleet's own streams (the node registry's, ...), kept
+/// apart from every job's events: written in the same write as the jobs'
+/// records, never in the cluster-wide order, never removed by a job's
+/// deletion. `log_record::job_id` names the stream. A snapshot at seq S
+/// replaces its stream's events up to S, which the same write removes.
+struct fleet_records {
+  std::vector<log_record> events;
+  std::vector<snapshot_record> snapshots;
+
+  /// True when there is nothing to write.
+  bool empty() const {
+    return events.empty() && snapshots.empty();
+  }
 };
 
 /// A job whose history is to be removed up to and including `up_to_seq`,

@@ -172,7 +172,10 @@ TEST_CASE("e2e kube: the adapter keeps recoverd in step with a (fake) "
     {"--listen", "127.0.0.1:0", "--http-listen", "off", "--data-dir",
      dir / "db", "--fault-flush-wait", "0", "--resource-release-wait", "0",
      "--hccl-convergence-wait", "0", "--report-timeout", "20s",
-     "--job-fallback-wait", "60s"},
+     "--job-fallback-wait", "60s",
+     // One RestartRequest (weight 0.5) quarantines its node in the fleet's
+     // node registry.
+     "--node-quarantine-score", "0.5"},
     dir / "daemon.log"};
   auto address = daemon.read_line_after("recoverd: listening on ");
   REQUIRE_MESSAGE(!address.empty(), "the daemon did not start");
@@ -406,6 +409,33 @@ TEST_CASE("e2e kube: the adapter keeps recoverd in step with a (fake) "
       kube.get(reset_path)["data"]["reset.json"].get<std::string>());
     return doc["RankList"].empty() && doc["RestartFaultProcess"] == false;
   }));
+
+  MESSAGE("the node registry quarantined node-b (its fault outlives the "
+          "job): the adapter annotates it; an operator's clear removes the "
+          "annotation, and only where the adapter put it");
+  const std::string node_b = "/api/v1/nodes/node-b";
+  const std::string node_a = "/api/v1/nodes/node-a";
+  kube.call("PATCH", node_a,
+            {{"metadata", {{"annotations", {{"NodeHealthyStatus",
+                                             "UnHealthy"}}}}}});
+  CHECK(eventually([&] {
+    return kube.annotation(node_b, "NodeHealthyStatus") == "UnHealthy";
+  }));
+  {
+    pb::ClearNodeHealthRequest req;
+    req.set_node("node-b");
+    pb::ClearNodeHealthResponse resp;
+    grpc::ClientContext c;
+    c.set_deadline(std::chrono::system_clock::now() + 5s);
+    auto st = platform->ClearNodeHealth(&c, req, &resp);
+    REQUIRE_MESSAGE(st.ok(), st.error_message());
+    CHECK(resp.noderegistry());
+  }
+  CHECK(eventually([&] {
+    return kube.annotation(node_b, "NodeHealthyStatus") == "<absent>";
+  }));
+  // Someone else's annotation on node-a stays.
+  CHECK(kube.annotation(node_a, "NodeHealthyStatus") == "UnHealthy");
 
   MESSAGE("a PodGroup asking for hot switch: recoverd refuses the job with a "
           "clear error, the adapter logs it once and goes on");

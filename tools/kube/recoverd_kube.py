@@ -653,17 +653,28 @@ class Adapter:
                   name)
 
     def sync_nodes(self):
-        """§4.4: NodeHealthyStatus=UnHealthy on the nodes a stress test
-        isolated; removed once an operator clears them in recoverd (only
-        where recoverd-kube put it)."""
+        """§4.4: NodeHealthyStatus=UnHealthy on the nodes recoverd's fleet
+        node registry quarantines (isolated by a stress test, or over the
+        fault score threshold: Inspect.ListNodes) and on the nodes a job's
+        stress test isolated (ListNodeHealth, which also lists the
+        registry's quarantine); removed once an operator clears them in
+        recoverd (only where recoverd-kube put it). The reference sets no
+        taint, so neither does the adapter."""
         try:
+            fleet = self.rd.call(
+                INSPECT + "ListNodes",
+                inspect_pb2.ListNodesRequest(quarantinedOnly=True),
+                inspect_pb2.ListNodesResponse)
             reply = self.rd.platform("ListNodeHealth",
                                      platform_pb2.ListNodeHealthRequest(),
                                      platform_pb2.ListNodeHealthResponse)
         except grpc.RpcError as e:
-            log.error("ListNodeHealth: %s", e.details())
+            # Nothing is removed on an error: a node stays marked until
+            # recoverd says it is cleared.
+            log.error("ListNodes/ListNodeHealth: %s", e.details())
             return
-        bad = {n.node for n in reply.nodes}
+        bad = {n.node for n in fleet.nodes if n.quarantined}
+        bad |= {n.node for n in reply.nodes}
         for node in self.nodes.snapshot():
             name, ann = meta(node)["name"], annotations(node)
             if name in bad and ann.get(NODE_HEALTH_KEY) != "UnHealthy":

@@ -443,29 +443,6 @@ int stress_test(const options& opts, const std::string& id,
   return last->rfind("stress test finish", 0) == 0 ? 0 : exit_refused;
 }
 
-// Lists the nodes stress tests found faulty.
-int nodes(client& c, bool json) {
-  pb::ListNodeHealthRequest req;
-  pb::ListNodeHealthResponse resp;
-  auto ctx = c.context();
-  if (auto st = c.stub().ListNodeHealth(ctx.get(), req, &resp); !st.ok())
-    return rpc_failed(st, c.server());
-  if (json) {
-    std::cout << structured(resp);
-    return 0;
-  }
-  std::printf("%-24s %-36s %-10s %-24s %s\n", "NODE", "JOB", "STATUS", "SINCE",
-              "REASON");
-  for (const auto& n : resp.nodes()) {
-    auto since = static_cast<std::time_t>(n.sincems() / 1000);
-    char when[32];
-    std::strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&since));
-    std::printf("%-24s %-36s %-10s %-24s %s\n", n.node().c_str(),
-                n.jobid().c_str(), n.status().c_str(), when, n.reason().c_str());
-  }
-  return 0;
-}
-
 // Declares a node healthy again.
 int node_clear(client& c, const std::string& node, const std::string& job) {
   pb::ClearNodeHealthRequest req;
@@ -481,6 +458,8 @@ int node_clear(client& c, const std::string& node, const std::string& job) {
   }
   for (const auto& j : resp.jobids())
     std::cout << "node " << node << " cleared in job " << j << "\n";
+  if (resp.noderegistry())
+    std::cout << "node " << node << " cleared in the node registry\n";
   return 0;
 }
 
@@ -808,6 +787,38 @@ std::string status_details(const pi::ComponentStatus& x) {
     out += k + "=" + v;
   }
   return out;
+}
+
+// The fleet's node registry: every node with a fault record, its score and
+// whether it is quarantined (or only the quarantined ones).
+int nodes(const options& opts, bool quarantined_only) {
+  auto stub = inspect_stub(opts);
+  pi::ListNodesRequest req;
+  req.set_quarantinedonly(quarantined_only);
+  pi::ListNodesResponse resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(deadline_of(opts));
+  if (auto st = stub->ListNodes(&ctx, req, &resp); !st.ok())
+    return rpc_failed(st, opts.server);
+  if (opts.json()) {
+    std::cout << structured(resp);
+    return 0;
+  }
+  recoverctl::table out{{"NODE", "SCORE", "FAULTS", "STRESS", "QUARANTINED",
+                         "REASON", "LAST-JOB"}};
+  for (const auto& n : resp.nodes()) {
+    char score[32];
+    std::snprintf(score, sizeof(score), "%.2f", n.score());
+    out.add({n.node(), score, std::to_string(n.faults()),
+             std::to_string(n.stressfailures()),
+             n.quarantined() ? "yes" : "no", or_dash(n.reason()),
+             or_dash(n.lastjobid())});
+  }
+  out.print(std::cout);
+  std::printf("quarantine at score %.2f; the score halves every %.1f min\n",
+              resp.threshold(),
+              static_cast<double>(resp.halflifems()) / 60'000.0);
+  return 0;
 }
 
 int status_cmd(const options& opts, const std::string& job, bool detailed) {
@@ -1300,13 +1311,19 @@ int main(int argc, char** argv) {
 
   std::string node;
   std::string node_job;
+  bool quarantined_only = false;
   auto* node_cmd = cli.add_subcommand(
-    "nodes", "nodes stress tests found faulty; 'nodes clear NODE' declares one "
-             "healthy again");
+    "nodes", "the fleet's node registry: each node's fault score and "
+             "quarantine; 'nodes clear NODE' declares one healthy again");
   node_cmd->add_flag("--json", json, "print JSON instead of a table");
-  auto* clear = node_cmd->add_subcommand("clear", "clear a node's health record");
+  node_cmd->add_flag("--quarantined", quarantined_only,
+                     "only the quarantined nodes");
+  auto* clear = node_cmd->add_subcommand(
+    "clear", "clear a node's health records and its quarantine");
   clear->add_option("NODE", node, "node name")->required();
-  clear->add_option("--job", node_job, "only in this job (default: every job)");
+  clear->add_option("--job", node_job,
+                    "only this job's record (default: every job); the node "
+                    "registry's record is cleared either way");
   std::string data_dir;
   auto* tl = cli.add_subcommand(
     "timeline", "print a job's story: one line per event, times relative to "
@@ -1404,7 +1421,7 @@ int main(int argc, char** argv) {
   if (clear->parsed())
     return node_clear(c, node, node_job);
   if (node_cmd->parsed())
-    return nodes(c, json);
+    return nodes(opts, quarantined_only);
   if (status->parsed())
     return status_cmd(opts, id, detailed);
   if (stats->parsed())

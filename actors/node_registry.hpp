@@ -1,0 +1,34 @@
+#pragma once
+
+#include <cstdint>
+
+#include "actors/actors.hpp"
+#include "actors/config.hpp"
+#include "actors/model/node_registry.hpp"
+
+namespace recoverd {
+
+/// State of the NODE REGISTRY actor.
+struct node_registry_state {
+  nodes_config cfg;
+  journal_actor journal;
+  /// The fold of the stream.
+  node_table table;
+  /// Sequence number of the stream's last event.
+  uint64_t seq = 0;
+  /// Events since the last snapshot.
+  uint64_t since_snapshot = 0;
+  /// Events recorded since start, and observations lost to a failed write.
+  uint64_t recorded = 0;
+  uint64_t lost = 0;
+
+  static inline const char* name = "node_registry";
+};
+
+/// The NODE REGISTRY behaviour.
+/// @param initial The registry as replayed from the log.
+node_registry_actor::behavior_type
+node_registry(node_registry_actor::stateful_pointer<node_registry_state> self,
+              initial_nodes initial, nodes_config cfg, journal_actor journal);
+
+} // namespace recoverd
