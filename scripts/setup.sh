@@ -9,6 +9,10 @@ packages=(
   librocksdb-dev libspdlog-dev doctest-dev libcli11-dev nlohmann-json3-dev
   libssl-dev libcpp-httplib-dev libjemalloc-dev libtomlplusplus-dev openssl
   python3 python3-yaml python3-kubernetes python3-grpcio python3-protobuf
+  # The etcd store (issue #14): etcd's v3 protos and their imports, compiled
+  # into C++ stubs at build time; etcd itself for its tests and benchmark.
+  golang-etcd-server-dev golang-github-gogo-protobuf-dev
+  golang-github-gogo-googleapis-dev etcd-server etcd-client
 )
 
 missing=()
