@@ -43,6 +43,13 @@ std::shared_ptr<client> connect(const etcd_cluster& cluster) {
   return *c;
 }
 
+/// Commits `t`; whether its compares held.
+bool succeeds(client& c, const txn& t) {
+  auto r = c.commit(t);
+  REQUIRE_MESSAGE(r, message_of(r.error()));
+  return r->succeeded;
+}
+
 /// Records `job`'s events `from` .. `to` with recognisable bytes.
 std::vector<log_record> records(const std::string& job, uint64_t from,
                                 uint64_t to, size_t size = 16) {
@@ -77,6 +84,34 @@ election_options election_for(const layout& keys, std::string address,
   opts.ttl = ttl;
   return opts;
 }
+
+/// A started cluster, a client, and one replica leading the keys of
+/// `cluster_name` with its log.
+struct leading {
+  explicit leading(const std::string& cluster_name) : keys(cluster_name) {
+    // nop
+  }
+
+  /// False when etcd is absent (the test is skipped).
+  bool start(std::chrono::milliseconds ttl = 2s) {
+    if (!start_cluster(cluster))
+      return false;
+    c = connect(cluster);
+    election = std::make_unique<leader_election>(
+      c, election_for(keys, "10.0.0.1:8899", ttl),
+      [this](caf::error) { ++lost; });
+    REQUIRE_FALSE(election->campaign(10s));
+    log = std::make_unique<etcd_log>(c, *election, keys);
+    return true;
+  }
+
+  etcd_cluster cluster;
+  layout keys;
+  std::shared_ptr<client> c;
+  std::atomic<int> lost{0};
+  std::unique_ptr<leader_election> election;
+  std::unique_ptr<etcd_log> log;
+};
 
 } // namespace
 
@@ -144,9 +179,7 @@ TEST_CASE("etcd put, range, txn, lease and watch") {
   auto first = c->commit(create);
   REQUIRE(first);
   CHECK(first->succeeded);
-  auto again = c->commit(create);
-  REQUIRE(again);
-  CHECK_FALSE(again->succeeded);
+  CHECK_FALSE(succeeds(*c, create));
   auto kv = c->get("/t/new");
   REQUIRE(kv);
   REQUIRE(kv->has_value());
@@ -156,12 +189,8 @@ TEST_CASE("etcd put, range, txn, lease and watch") {
     .if_mod_revision("/t/new", compare_result::equal, first->revision)
     .then_put("/t/new", "2")
     .then_delete("/t/a");
-  auto swapped = c->commit(by_value);
-  REQUIRE(swapped);
-  CHECK(swapped->succeeded);
-  auto stale = c->commit(by_value);
-  REQUIRE(stale);
-  CHECK_FALSE(stale->succeeded);
+  CHECK(succeeds(*c, by_value));
+  CHECK_FALSE(succeeds(*c, by_value));
   txn otherwise;
   otherwise.if_value("/t/new", compare_result::equal, "1")
     .then_put("/t/x", "then")
@@ -236,14 +265,10 @@ TEST_CASE("etcd put, range, txn, lease and watch") {
 }
 
 TEST_CASE("etcd group append reads back in order") {
-  etcd_cluster cluster;
-  if (!start_cluster(cluster))
+  leading replica{"group"};
+  if (!replica.start())
     return;
-  auto c = connect(cluster);
-  layout keys{"group"};
-  leader_election election{c, election_for(keys, "10.0.0.1:8899")};
-  REQUIRE_FALSE(election.campaign(10s));
-  etcd_log log{c, election, keys};
+  auto& log = *replica.log;
   MESSAGE("one batch of three interleaved jobs is one transaction");
   std::vector<log_record> batch;
   for (uint64_t seq = 1; seq <= 20; ++seq)
@@ -258,7 +283,7 @@ TEST_CASE("etcd group append reads back in order") {
   REQUIRE(meta);
   REQUIRE(meta->has_value());
   CHECK((*meta)->last_seq == 20);
-  CHECK((*meta)->epoch == election.epoch());
+  CHECK((*meta)->epoch == replica.election->epoch());
   auto tail = log.read("a", 18, 10);
   REQUIRE(tail);
   REQUIRE(tail->size() == 3);
@@ -294,14 +319,11 @@ TEST_CASE("etcd group append reads back in order") {
 }
 
 TEST_CASE("etcd append splits a batch at job boundaries within limits") {
-  etcd_cluster cluster;
-  if (!start_cluster(cluster))
+  leading replica{"split"};
+  if (!replica.start())
     return;
-  auto c = connect(cluster);
-  layout keys{"split"};
-  leader_election election{c, election_for(keys, "10.0.0.1:8899")};
-  REQUIRE_FALSE(election.campaign(10s));
-  etcd_log log{c, election, keys};
+  auto& log = *replica.log;
+  const auto& keys = replica.keys;
   auto check_limits = [](const std::vector<txn>& txns) {
     for (const auto& t : txns) {
       CHECK(t.success().size() <= 128);
@@ -447,9 +469,7 @@ TEST_CASE("etcd fencing: a deposed leader's appends write nothing") {
     stale.if_create_revision(keys.leader_key(), compare_result::equal,
                              old_epoch)
       .then_put(keys.event_key("j", 11), "stale");
-    auto r = c->commit(stale);
-    REQUIRE(r);
-    CHECK_FALSE(r->succeeded);
+    CHECK_FALSE(succeeds(*c, stale));
   }
   MESSAGE("a's appends are refused as deposed, and a knows it lost");
   for (int i = 0; i < 50; ++i) {
@@ -476,16 +496,11 @@ TEST_CASE("etcd fencing: a deposed leader's appends write nothing") {
 }
 
 TEST_CASE("etcd appends continue after the etcd leader is killed") {
-  etcd_cluster cluster;
-  if (!start_cluster(cluster))
+  leading replica{"kill"};
+  if (!replica.start(5s))
     return;
-  auto c = connect(cluster);
-  layout keys{"kill"};
-  std::atomic<int> lost{0};
-  leader_election election{c, election_for(keys, "a:8899", 5s),
-                           [&](caf::error) { ++lost; }};
-  REQUIRE_FALSE(election.campaign(10s));
-  etcd_log log{c, election, keys};
+  auto& cluster = replica.cluster;
+  auto& log = *replica.log;
   std::atomic<uint64_t> acked{0};
   std::atomic<bool> stop{false};
   caf::error failure;
@@ -518,14 +533,14 @@ TEST_CASE("etcd appends continue after the etcd leader is killed") {
   stop = true;
   appender.join();
   CHECK_MESSAGE(!failure, message_of(failure));
-  MESSAGE(acked.load(), " events acknowledged, ", c->failovers(),
+  MESSAGE(acked.load(), " events acknowledged, ", replica.c->failovers(),
           " calls moved to another member");
   auto next = cluster.wait_for_leader();
   REQUIRE(next);
   CHECK(*next != *leader);
   MESSAGE("no recoverd failover: the term survived");
-  CHECK(election.leading());
-  CHECK(lost == 0);
+  CHECK(replica.election->leading());
+  CHECK(replica.lost == 0);
   check_job(log, "k", 1, acked.load());
 }
 
