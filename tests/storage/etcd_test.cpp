@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "actors/error.hpp"
+#include "fixtures/certs.hpp"
 #include "fixtures/etcd_cluster.hpp"
 #include "storage/etcd_client.hpp"
 #include "storage/etcd_leader.hpp"
@@ -542,6 +543,50 @@ TEST_CASE("etcd appends continue after the etcd leader is killed") {
   CHECK(replica.election->leading());
   CHECK(replica.lost == 0);
   check_job(log, "k", 1, acked.load());
+}
+
+TEST_CASE("etcd over TLS with a client certificate") {
+  if (!etcd_cluster::available()) {
+    MESSAGE("skipped: ", etcd_cluster::binary, " is not installed");
+    return;
+  }
+  test::test_pki pki{"recoverd"};
+  etcd_cluster cluster{
+    1, etcd_cluster::tls_files{pki.file("ca.pem"), pki.file("server.pem"),
+                               pki.file("server.key")}};
+  REQUIRE_MESSAGE(cluster.start(), cluster.why());
+  client_options opts;
+  opts.endpoints = {"https://" + cluster.endpoints().front()};
+  opts.ca_file = pki.file("ca.pem");
+  opts.cert_file = pki.file("recoverd.pem");
+  opts.key_file = pki.file("recoverd.key");
+  auto c = client::make(opts);
+  REQUIRE_MESSAGE(c, message_of(c.error()));
+  REQUIRE((*c)->put("/tls/k", "v"));
+  auto kv = (*c)->get("/tls/k");
+  REQUIRE(kv);
+  REQUIRE(kv->has_value());
+  CHECK((*kv)->value == "v");
+  MESSAGE("without a client certificate, or without TLS, nothing gets in");
+  opts.failover_budget = 1s;
+  auto no_cert = opts;
+  no_cert.cert_file.clear();
+  no_cert.key_file.clear();
+  auto anonymous = client::make(no_cert);
+  REQUIRE(anonymous);
+  auto refused = (*anonymous)->put("/tls/anonymous", "v");
+  REQUIRE_FALSE(refused);
+  CHECK(errc_of(refused.error()) == errc::storage_failure);
+  auto plain_opts = opts;
+  plain_opts.endpoints = cluster.endpoints();
+  plain_opts.ca_file.clear();
+  plain_opts.cert_file.clear();
+  plain_opts.key_file.clear();
+  auto plain = client::make(plain_opts);
+  REQUIRE(plain);
+  CHECK_FALSE((*plain)->put("/tls/plain", "v"));
+  CHECK_FALSE((*(*c)->get("/tls/anonymous")).has_value());
+  CHECK_FALSE((*(*c)->get("/tls/plain")).has_value());
 }
 
 } // TEST_SUITE
