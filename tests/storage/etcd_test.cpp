@@ -14,6 +14,7 @@
 #include "actors/error.hpp"
 #include "fixtures/certs.hpp"
 #include "fixtures/etcd_cluster.hpp"
+#include "services/status_mapping.hpp"
 #include "storage/etcd_client.hpp"
 #include "storage/etcd_leader.hpp"
 #include "storage/etcd_log.hpp"
@@ -148,6 +149,9 @@ TEST_CASE("etcd options, keys and plans are checked without a cluster") {
   bad = election_for(keys, "host:1", 1500ms);
   CHECK(errc_of(validate(bad)) == errc::invalid_argument);
   CHECK_FALSE(validate(election_for(keys, "host:1", 5s)));
+  MESSAGE("a deposed replica answers UNAVAILABLE, which agents retry");
+  CHECK(to_grpc_status(make_error(errc::deposed, "deposed")).error_code()
+        == grpc::StatusCode::UNAVAILABLE);
 }
 
 TEST_CASE("etcd put, range, txn, lease and watch") {
