@@ -32,9 +32,10 @@ struct client_options {
   /// when this is set (or an endpoint is `https://`); empty: the system
   /// roots.
   std::string ca_file;
-  /// PEM files of the client certificate and key, for members that require
-  /// client certificates; both or neither.
+  /// PEM file of the client certificate, for members that require client
+  /// certificates; set with `key_file` or not at all.
   std::string cert_file;
+  /// PEM file of the client certificate's key.
   std::string key_file;
   /// Deadline of one RPC on one member.
   std::chrono::milliseconds rpc_timeout{std::chrono::seconds(2)};
@@ -49,7 +50,9 @@ struct client_options {
 
 /// One key as etcd stores it.
 struct key_value {
+  /// The key.
   std::string key;
+  /// Its value.
   std::string value;
   /// Revision of the key's creation (0 for an absent key).
   int64_t create_revision = 0;
@@ -63,6 +66,7 @@ struct key_value {
 
 /// What a range read returned.
 struct range_result {
+  /// The keys found, in key order.
   std::vector<key_value> kvs;
   /// True when `limit` cut the result short.
   bool more = false;
@@ -73,7 +77,9 @@ struct range_result {
 /// A range of keys: `[key, range_end)`; an empty `range_end` means the one
 /// key.
 struct key_range {
+  /// The first key.
   std::string key;
+  /// The first key after the range; empty: the range is `key` alone.
   std::string range_end;
 };
 
@@ -90,16 +96,19 @@ enum class compare_target : uint8_t {
 
 /// How a compare in a transaction relates the key to its operand.
 enum class compare_result : uint8_t {
-  equal,
-  not_equal,
-  greater,
-  less,
+  equal,     ///< key == operand
+  not_equal, ///< key != operand
+  greater,   ///< key > operand
+  less,      ///< key < operand
 };
 
 /// One condition of a transaction.
 struct compare {
+  /// The key compared.
   std::string key;
+  /// What of the key is compared.
   compare_target target = compare_target::create_revision;
+  /// How the key must relate to the operand (key `result` operand).
   compare_result result = compare_result::equal;
   /// Operand of revision and version compares.
   int64_t number = 0;
@@ -109,7 +118,9 @@ struct compare {
 
 /// One write of a transaction: a put, or a delete when `is_delete`.
 struct txn_op {
+  /// True for a delete, false for a put.
   bool is_delete = false;
+  /// The key put or deleted (the first key of a deleted range).
   std::string key;
   /// Value of a put.
   std::string value;
@@ -179,6 +190,7 @@ struct txn_result {
 
 /// A lease etcd granted.
 struct lease {
+  /// The lease's id, for keys and renewals.
   int64_t id = 0;
   /// Seconds etcd gave it.
   int64_t ttl_s = 0;
@@ -188,6 +200,7 @@ struct lease {
 struct watch_event {
   /// True for a delete (the key's lease expired, or it was deleted).
   bool is_delete = false;
+  /// The key after the change (of a delete: its key and revision only).
   key_value kv;
 };
 
