@@ -455,8 +455,11 @@ TEST_CASE("etcd fencing: a deposed leader's appends write nothing") {
   auto c = connect(cluster);
   layout keys{"fence"};
   std::promise<caf::error> a_lost;
-  leader_election a{c, election_for(keys, "a:8899"),
-                    [&](caf::error err) { a_lost.set_value(err); }};
+  std::atomic<int> a_losses{0};
+  leader_election a{c, election_for(keys, "a:8899"), [&](caf::error err) {
+                      if (a_losses++ == 0)
+                        a_lost.set_value(err);
+                    }};
   REQUIRE_FALSE(a.campaign(10s));
   etcd_log a_log{c, a, keys};
   REQUIRE(a_log.append(records("j", 1, 10)));
@@ -487,6 +490,7 @@ TEST_CASE("etcd fencing: a deposed leader's appends write nothing") {
   auto lost = a_lost.get_future();
   REQUIRE(lost.wait_for(10s) == std::future_status::ready);
   CHECK(errc_of(lost.get()) == errc::deposed);
+  CHECK(a_losses == 1);
   check_job(a_log, "j", 1, 10);
   auto meta = a_log.meta("j");
   REQUIRE(meta);
