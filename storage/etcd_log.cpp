@@ -154,7 +154,9 @@ etcd_log::plan(const std::vector<log_record>& batch, int64_t epoch) const {
   };
   for (const auto& share : shares) {
     const auto& job = share.front()->job_id;
-    auto meta_cost = op_overhead + keys_.meta_key(job).size() + 48;
+    // A part's meta put and the compare on its first event.
+    auto meta_cost = 2 * op_overhead + keys_.meta_key(job).size() + 48
+                     + keys_.job_prefix(job).size() + 20;
     size_t share_bytes = meta_cost;
     for (const auto* x : share)
       share_bytes += cost(*x);
@@ -186,6 +188,12 @@ etcd_log::plan(const std::vector<log_record>& batch, int64_t epoch) const {
         flush();
         continue;
       }
+      // Applied once only: a transaction retried after a member went away
+      // with it may have been applied already; then this compare fails
+      // rather than put the events again (at new revisions, so that a
+      // watch would see them twice).
+      current.if_create_revision(keys_.event_key(job, share[first]->seq),
+                                 compare_result::equal, 0);
       current.then_put(keys_.meta_key(job),
                        encode_meta({share[i - 1]->seq, epoch}));
       ++ops;
@@ -208,9 +216,28 @@ etcd_log::append(const std::vector<log_record>& batch) {
     return txns.error();
   append_result result;
   for (auto& t : *txns) {
+    // The first event of each job's part, and its bytes, for telling an
+    // earlier application of the same transaction from a conflict.
+    std::vector<std::pair<std::string, std::string>> firsts;
+    for (const auto& c : t.compares())
+      for (const auto& op : t.success())
+        if (op.key == c.key) {
+          firsts.emplace_back(op.key, op.value);
+          break;
+        }
     auto done = election_.fenced(std::move(t));
     if (!done)
       return done.error();
+    if (!done->succeeded)
+      for (const auto& [key, value] : firsts) {
+        auto stored = client_->get(key);
+        if (!stored)
+          return stored.error();
+        if (!*stored || (*stored)->value != value)
+          return make_error(errc::conflict,
+                            "etcd append: " + key
+                              + " is already stored with other bytes");
+      }
     result.txns += 1;
     result.revision = done->revision;
   }

@@ -105,7 +105,8 @@ public:
   /// The transactions that append `batch` in epoch `epoch`, unfenced: each
   /// holds whole jobs' shares of the batch (their events and meta key) as
   /// long as they fit the limits; a job's share that does not fit in one
-  /// is split in order, each part with its own meta. Fails with
+  /// is split in order, each part with its own meta. Each part is guarded
+  /// by its first event's key being absent. Fails with
   /// `errc::invalid_argument` for an empty job id, a zero seq, seqs of a
   /// job not increasing in the batch, or one event above the size limit.
   [[nodiscard]] caf::expected<std::vector<txn>>
@@ -114,10 +115,12 @@ public:
   /// Appends `batch` durably (acknowledged by an etcd quorum) in as few
   /// fenced transactions as `plan` makes, in order. Fails with
   /// `errc::deposed` when this replica's term is over: then the failing
-  /// transaction and the ones after it wrote nothing. A batch of several
+  /// transaction and the ones after it wrote nothing. Each event key is
+  /// written once: a transaction whose events are already stored with the
+  /// same bytes (a retry) counts as done and writes nothing; with other
+  /// bytes it fails with `errc::conflict`. A batch of several
   /// transactions is not atomic: after any failure, earlier ones may be
-  /// stored; appending the same batch again is safe (same keys, same
-  /// values).
+  /// stored, and appending the same batch again completes it.
   [[nodiscard]] caf::expected<append_result>
   append(const std::vector<log_record>& batch);
 

@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -37,9 +38,17 @@ bool start_cluster(etcd_cluster& cluster) {
   return true;
 }
 
-std::shared_ptr<client> connect(const etcd_cluster& cluster) {
+/// A client of `cluster`; with `leader_first`, it starts on etcd's leader.
+std::shared_ptr<client> connect(etcd_cluster& cluster,
+                                bool leader_first = false) {
   client_options opts;
   opts.endpoints = cluster.endpoints();
+  if (leader_first) {
+    auto leader = cluster.wait_for_leader();
+    REQUIRE(leader);
+    std::rotate(opts.endpoints.begin(), opts.endpoints.begin() + *leader,
+                opts.endpoints.end());
+  }
   auto c = client::make(opts);
   REQUIRE_MESSAGE(c, message_of(c.error()));
   return *c;
@@ -95,10 +104,10 @@ struct leading {
   }
 
   /// False when etcd is absent (the test is skipped).
-  bool start(std::chrono::milliseconds ttl = 2s) {
+  bool start(std::chrono::milliseconds ttl = 2s, bool leader_first = false) {
     if (!start_cluster(cluster))
       return false;
-    c = connect(cluster);
+    c = connect(cluster, leader_first);
     election = std::make_unique<leader_election>(
       c, election_for(keys, "10.0.0.1:8899", ttl),
       [this](caf::error) { ++lost; });
@@ -296,7 +305,21 @@ TEST_CASE("etcd group append reads back in order") {
   auto none = log.read("unknown", 1, 0);
   REQUIRE(none);
   CHECK(none->empty());
+  MESSAGE("the same batch again is done already and writes nothing");
+  auto revision = replica.c->range({"/", prefix_end("/")}, 1);
+  REQUIRE(revision);
+  auto again = log.append(batch);
+  REQUIRE_MESSAGE(again, message_of(again.error()));
+  CHECK(again->txns == 1);
+  CHECK(again->revision == revision->revision);
+  check_job(log, "a", 1, 20);
   MESSAGE("bad batches change nothing");
+  auto changed = records("c", 5, 5);
+  changed.front().bytes = "other bytes";
+  auto conflict = log.append(changed);
+  REQUIRE_FALSE(conflict);
+  CHECK(errc_of(conflict.error()) == errc::conflict);
+  check_job(log, "c", 1, 20);
   auto backwards = log.append({{"d", 2, "x"}, {"d", 1, "y"}});
   REQUIRE_FALSE(backwards);
   CHECK(errc_of(backwards.error()) == errc::invalid_argument);
@@ -506,10 +529,30 @@ TEST_CASE("etcd fencing: a deposed leader's appends write nothing") {
 
 TEST_CASE("etcd appends continue after the etcd leader is killed") {
   leading replica{"kill"};
-  if (!replica.start(5s))
+  // The client starts on the member that is killed: its calls and watches
+  // must move to another.
+  if (!replica.start(5s, true))
     return;
   auto& cluster = replica.cluster;
   auto& log = *replica.log;
+  // A watch of the job's events, as a standby's archive will follow them:
+  // it must resume on another member without a gap or a repeat.
+  std::mutex mtx;
+  std::condition_variable cv;
+  std::vector<std::string> watched;
+  auto prefix = replica.keys.job_prefix("k");
+  auto before = replica.c->range({prefix, prefix_end(prefix)});
+  REQUIRE(before);
+  auto w = replica.c->watch(
+    {prefix, prefix_end(prefix)}, before->revision + 1,
+    [&](std::vector<watch_event> events) {
+      std::lock_guard<std::mutex> guard{mtx};
+      for (auto& e : events)
+        watched.push_back(e.kv.key);
+      cv.notify_all();
+    },
+    [](caf::error) {});
+  REQUIRE(w);
   std::atomic<uint64_t> acked{0};
   std::atomic<bool> stop{false};
   caf::error failure;
@@ -547,10 +590,18 @@ TEST_CASE("etcd appends continue after the etcd leader is killed") {
   auto next = cluster.wait_for_leader();
   REQUIRE(next);
   CHECK(*next != *leader);
+  CHECK(replica.c->failovers() > 0);
   MESSAGE("no recoverd failover: the term survived");
   CHECK(replica.election->leading());
   CHECK(replica.lost == 0);
   check_job(log, "k", 1, acked.load());
+  std::unique_lock<std::mutex> lock{mtx};
+  cv.wait_for(lock, 20s, [&] { return watched.size() >= acked; });
+  CAPTURE(watched.size());
+  CAPTURE(acked.load());
+  REQUIRE(watched.size() == acked);
+  for (uint64_t seq = 1; seq <= acked; ++seq)
+    CHECK(watched[seq - 1] == replica.keys.event_key("k", seq));
 }
 
 TEST_CASE("etcd over TLS with a client certificate") {
