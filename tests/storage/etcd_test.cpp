@@ -54,6 +54,13 @@ std::shared_ptr<client> connect(etcd_cluster& cluster,
   return *c;
 }
 
+/// Starts `cluster` and connects to it; null when etcd is absent.
+std::shared_ptr<client> start_and_connect(etcd_cluster& cluster) {
+  if (!start_cluster(cluster))
+    return nullptr;
+  return connect(cluster);
+}
+
 /// Commits `t`; whether its compares held.
 bool succeeds(client& c, const txn& t) {
   auto r = c.commit(t);
@@ -165,9 +172,9 @@ TEST_CASE("etcd options, keys and plans are checked without a cluster") {
 
 TEST_CASE("etcd put, range, txn, lease and watch") {
   etcd_cluster cluster;
-  if (!start_cluster(cluster))
+  auto c = start_and_connect(cluster);
+  if (!c)
     return;
-  auto c = connect(cluster);
   MESSAGE("put and range");
   for (auto k : {"/t/a", "/t/b", "/t/c", "/u/a"}) {
     auto rev = c->put(k, std::string("v") + k);
@@ -417,9 +424,9 @@ TEST_CASE("etcd append splits a batch at job boundaries within limits") {
 
 TEST_CASE("etcd election: one leads, the other takes over") {
   etcd_cluster cluster;
-  if (!start_cluster(cluster))
+  auto c = start_and_connect(cluster);
+  if (!c)
     return;
-  auto c = connect(cluster);
   layout keys{"elect"};
   std::atomic<int> a_lost{0};
   auto a = std::make_unique<leader_election>(
@@ -473,9 +480,9 @@ TEST_CASE("etcd election: one leads, the other takes over") {
 
 TEST_CASE("etcd fencing: a deposed leader's appends write nothing") {
   etcd_cluster cluster;
-  if (!start_cluster(cluster))
+  auto c = start_and_connect(cluster);
+  if (!c)
     return;
-  auto c = connect(cluster);
   layout keys{"fence"};
   std::promise<caf::error> a_lost;
   std::atomic<int> a_losses{0};
