@@ -11,6 +11,10 @@ packages=(
   python3 python3-yaml python3-kubernetes python3-grpcio python3-protobuf
   prometheus
   chromium python3-websocket
+  # The etcd store (issue #14): etcd's v3 protos and their imports, compiled
+  # into C++ stubs at build time; etcd itself for its tests and benchmark.
+  golang-etcd-server-dev golang-github-gogo-protobuf-dev
+  golang-github-gogo-googleapis-dev etcd-server etcd-client
 )
 
 missing=()

@@ -44,6 +44,10 @@ grpc::Status to_grpc_status(const caf::error& err) {
         return {grpc::StatusCode::PERMISSION_DENIED, msg};
       case errc::conflict:
         return {grpc::StatusCode::ABORTED, msg};
+      case errc::deposed:
+        // UNAVAILABLE, never PERMISSION_DENIED: agents retry it, and a
+        // standby's answer must send them on to the leader.
+        return {grpc::StatusCode::UNAVAILABLE, msg};
     }
   }
   if (err == caf::sec::request_timeout)

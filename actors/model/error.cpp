@@ -17,6 +17,7 @@ const char* to_string(errc x) {
     case errc::unauthenticated: return "unauthenticated";
     case errc::permission_denied: return "permission_denied";
     case errc::conflict: return "conflict";
+    case errc::deposed: return "deposed";
   }
   return "unknown";
 }

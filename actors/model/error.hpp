@@ -45,6 +45,10 @@ enum class errc : uint8_t {
   /// The caller expected the job at another sequence number: someone else
   /// changed it since the caller read it.
   conflict,
+  /// This replica is no longer the leader (its lease expired or another
+  /// replica holds the leader key): it wrote nothing and must not serve
+  /// writes.
+  deposed,
 };
 
 /// Name of an error code, e.g. "invalid_argument".
