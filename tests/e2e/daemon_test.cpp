@@ -3,14 +3,18 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <regex>
+#include <set>
 #include <type_traits>
 
 #include <grpcpp/grpcpp.h>
 #include <httplib.h>
+#include <nlohmann/json.hpp>
 
 #include "actors/error.hpp"
 #include "agent.hpp"
@@ -546,6 +550,35 @@ TEST_CASE("e2e: every recoverd-sim scenario ends as expected (small sizes, "
   }
 }
 
+namespace {
+
+// The metric names the panels of a Grafana dashboard query (a histogram's
+// _bucket, _sum and _count series by their family's name).
+std::set<std::string> grafana_series(const std::string& path) {
+  std::ifstream in{path};
+  auto board = nlohmann::json::parse(in);
+  std::set<std::string> result;
+  static const std::regex name{R"(\b((?:recoverd|process)_[a-z_]+)\b)"};
+  for (const auto& panel : board.at("panels"))
+    for (const auto& target : panel.value("targets", nlohmann::json::array())) {
+      auto expr = target.at("expr").get<std::string>();
+      for (std::sregex_iterator i{expr.begin(), expr.end(), name}, end;
+           i != end; ++i) {
+        auto x = (*i)[1].str();
+        for (const char* suffix : {"_bucket", "_sum", "_count"})
+          if (x.size() > strlen(suffix)
+              && x.compare(x.size() - strlen(suffix), strlen(suffix), suffix)
+                   == 0)
+            x.resize(x.size() - strlen(suffix));
+        result.insert(x);
+      }
+    }
+  REQUIRE(result.size() >= 20);
+  return result;
+}
+
+} // namespace
+
 TEST_CASE("e2e: recoverd-sim against a running daemon; usage and "
           "reachability exit codes") {
   temp_dir dir;
@@ -570,6 +603,13 @@ TEST_CASE("e2e: recoverd-sim against a running daemon; usage and "
                                    + (dir / "metrics.txt"));
     CHECK_MESSAGE(prc == 0, lint);
     CHECK_MESSAGE(lint.empty(), lint);
+    MESSAGE("every series the Grafana dashboard queries is served");
+    for (const auto& series :
+         grafana_series(std::string{RECOVERD_SOURCE_DIR}
+                        + "/tools/deploy/grafana-dashboard.json")) {
+      CAPTURE(series);
+      CHECK(page->body.find("# TYPE " + series + " ") != std::string::npos);
+    }
   } else {
     MESSAGE("promtool is not installed (Debian prometheus): not checked");
   }
