@@ -76,6 +76,23 @@ struct daemon_on {
   }
 };
 
+// An answer without the members incidents gained after the fixture was
+// written (time lost, its split by phase, attribution): the rest must be
+// what the previous version answered.
+nlohmann::json without_goodput(const std::string& body) {
+  auto x = nlohmann::json::parse(body);
+  auto strip = [](nlohmann::json& incident) {
+    for (const char* key : {"timeLostMs", "lostByPhase", "attribution"})
+      incident.erase(key);
+  };
+  if (x.contains("lastIncident"))
+    strip(x["lastIncident"]);
+  if (x.contains("incidents"))
+    for (auto& i : x["incidents"])
+      strip(i);
+  return x;
+}
+
 } // namespace
 
 TEST_CASE("e2e: a data directory of the previous record version replays "
@@ -88,10 +105,11 @@ TEST_CASE("e2e: a data directory of the previous record version replays "
     daemon_on d{dir, "1"};
     for (const std::string job : jobs) {
       CAPTURE(job);
-      CHECK(d.get("/api/v1/jobs/" + job)
-            == slurp(fixture / (job + ".job.json")));
-      CHECK(d.get("/api/v1/jobs/" + job + "/incidents")
-            == slurp(fixture / (job + ".incidents.json")));
+      CHECK(without_goodput(d.get("/api/v1/jobs/" + job))
+            == nlohmann::json::parse(slurp(fixture / (job + ".job.json"))));
+      CHECK(without_goodput(d.get("/api/v1/jobs/" + job + "/incidents"))
+            == nlohmann::json::parse(
+              slurp(fixture / (job + ".incidents.json"))));
       CHECK(d.kinds(job)
             == nlohmann::json::parse(slurp(fixture / (job + ".kinds.json"))));
     }
