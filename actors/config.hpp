@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include <caf/error.hpp>
@@ -16,6 +17,10 @@
 #include "actors/model/timeouts.hpp"
 
 namespace recoverd {
+
+namespace storage {
+class authority;
+} // namespace storage
 
 /// Configuration of one job actor.
 struct job_config {
@@ -82,6 +87,9 @@ struct journal_config {
   /// Told `false` when writes start failing and `true` when they work
   /// again (readiness, gRPC health); called on the journal's thread.
   std::function<void(bool)> on_health = nullptr;
+  /// Where each group commit is made durable before the local log takes it
+  /// (etcd with `--store etcd`); none: the local log is the authority.
+  std::shared_ptr<storage::authority> authority = nullptr;
 };
 
 /// Wall clock in Unix milliseconds.

@@ -4,6 +4,7 @@
 
 #include "actors/error.hpp"
 #include "actors/log.hpp"
+#include "storage/authority.hpp"
 #include "storage/event_log.hpp"
 #include "storage/retention.hpp"
 
@@ -119,7 +120,13 @@ void commit(self_ptr self) {
               std::back_inserter(fleet.snapshots));
   }
   auto start = std::chrono::steady_clock::now();
-  auto err = st.log->append(events, snapshots, fleet);
+  // The authority first: a batch it refused is in no log, and its jobs do
+  // not apply it.
+  caf::error err;
+  if (st.cfg.authority)
+    err = st.cfg.authority->commit(events, snapshots, fleet);
+  if (!err)
+    err = st.log->append(events, snapshots, fleet);
   auto micros = std::chrono::duration_cast<std::chrono::microseconds>(
                   std::chrono::steady_clock::now() - start)
                   .count();

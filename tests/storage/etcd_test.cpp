@@ -19,6 +19,9 @@
 #include "storage/etcd_client.hpp"
 #include "storage/etcd_leader.hpp"
 #include "storage/etcd_log.hpp"
+#include "storage/etcd_store.hpp"
+#include "storage/event_log.hpp"
+#include "fixtures/temp_dir.hpp"
 
 using namespace recoverd;
 using namespace recoverd::storage::etcd;
@@ -609,6 +612,79 @@ TEST_CASE("etcd appends continue after the etcd leader is killed") {
   REQUIRE(watched.size() == acked);
   for (uint64_t seq = 1; seq <= acked; ++seq)
     CHECK(watched[seq - 1] == replica.keys.event_key("k", seq));
+}
+
+TEST_CASE("etcd records of every kind name their stream; other keys are "
+          "none") {
+  layout keys{"k"};
+  for (auto kind : {record_kind::event, record_kind::snapshot,
+                    record_kind::fleet_event, record_kind::fleet_snapshot}) {
+    auto key = keys.event_key(stream_of(kind, "job 1%"), 42);
+    auto x = parse_record(keys, key, "bytes");
+    REQUIRE(x);
+    CHECK(x->kind == kind);
+    CHECK(x->name == "job 1%");
+    CHECK(x->seq == 42);
+    CHECK(x->bytes == "bytes");
+  }
+  CHECK_FALSE(parse_record(keys, keys.leader_key(), ""));
+  CHECK_FALSE(parse_record(keys, keys.meta_key("j"), ""));
+  CHECK_FALSE(parse_record(keys, keys.event_key("x/j", 1), ""));
+  CHECK_FALSE(parse_record(layout{"other"}, keys.event_key("j", 1), ""));
+  CHECK_FALSE(parse_record(keys, keys.job_prefix("j") + "12", ""));
+}
+
+TEST_CASE("etcd authority and archive: a follower's log gets every record "
+          "the leader commits, once") {
+  leading replica{"archive"};
+  if (!replica.start())
+    return;
+  etcd_authority authority{*replica.log};
+  auto commit = [&](uint64_t from, uint64_t to, bool snapshot) {
+    std::vector<snapshot_record> snaps;
+    fleet_records fleet;
+    if (snapshot)
+      snaps.push_back({"a", to, "snap-a-" + std::to_string(to)});
+    fleet.events = records("nodes", from, to);
+    auto err = authority.commit(records("a", from, to), snaps, fleet);
+    REQUIRE_MESSAGE(!err, message_of(err));
+  };
+  commit(1, 5, true);
+  recoverd::test::temp_dir dir;
+  recoverd::storage::event_log_options opts;
+  opts.path = dir / "archive";
+  auto archive = recoverd::storage::event_log::open(opts);
+  REQUIRE(archive);
+  archive_follower follower{replica.c, replica.keys, **archive};
+  REQUIRE_FALSE(follower.start());
+  CHECK(follower.archived_records() == 11);
+  MESSAGE("later commits arrive by the watch");
+  commit(6, 9, false);
+  for (int i = 0; i < 200 && follower.archived_records() < 19; ++i)
+    std::this_thread::sleep_for(10ms);
+  CHECK(follower.archived_records() == 19);
+  commit(10, 12, true);
+  MESSAGE("catching up reads what the watch may not have delivered yet, and "
+          "stores nothing twice");
+  REQUIRE_FALSE(follower.catch_up());
+  CHECK(follower.archived_records() == 26);
+  REQUIRE_FALSE(follower.catch_up());
+  CHECK(follower.archived_records() == 26);
+  auto events = (*archive)->read("a", 1, 100);
+  REQUIRE(events);
+  REQUIRE(events->size() == 12);
+  auto want = records("a", 1, 12);
+  for (size_t i = 0; i < want.size(); ++i)
+    CHECK((*events)[i].bytes == want[i].bytes);
+  auto snap = (*archive)->snapshot("a");
+  REQUIRE(snap);
+  REQUIRE(*snap);
+  CHECK((*snap)->seq == 12);
+  CHECK((*snap)->bytes == "snap-a-12");
+  auto fleet = (*archive)->read_fleet("nodes");
+  REQUIRE(fleet);
+  REQUIRE(fleet->events.size() == 12);
+  CHECK(fleet->events.back().bytes == records("nodes", 12, 12)[0].bytes);
 }
 
 TEST_CASE("etcd over TLS with a client certificate") {

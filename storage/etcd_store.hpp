@@ -1,0 +1,126 @@
+#pragma once
+
+/// The replicated store of `--store etcd` (issue #14): etcd is the
+/// authority for every record the journal writes, and each replica keeps a
+/// local RocksDB `event_log` as its archive (the leader writes it after
+/// etcd acknowledged; a standby fills it from a watch).
+///
+/// Every kind of record is a stream of the fenced `etcd_log`: a job's
+/// events under the job id; its snapshots, the fleet streams' events and
+/// their snapshots under `<kind>/<name>`. A job id never holds a `/` (the
+/// model refuses it), so no job's stream can be mistaken for another kind.
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <caf/error.hpp>
+#include <caf/expected.hpp>
+
+#include "storage/authority.hpp"
+#include "storage/etcd_client.hpp"
+#include "storage/etcd_leader.hpp"
+#include "storage/etcd_log.hpp"
+#include "storage/event_log.hpp"
+#include "storage/records.hpp"
+
+namespace recoverd::storage::etcd {
+
+/// What a stream of the etcd log holds.
+enum class record_kind : uint8_t {
+  event,          ///< A job's events.
+  snapshot,       ///< A job's snapshots.
+  fleet_event,    ///< A fleet stream's events.
+  fleet_snapshot, ///< A fleet stream's snapshots.
+};
+
+/// The etcd stream of records of kind `kind` of `name` (a job or a fleet
+/// stream).
+std::string stream_of(record_kind kind, const std::string& name);
+
+/// A record read back from etcd.
+struct etcd_record {
+  record_kind kind = record_kind::event;
+  /// The job or fleet stream.
+  std::string name;
+  uint64_t seq = 0;
+  std::string bytes;
+};
+
+/// Parses an event key of `keys` (and its value) back into a record; none
+/// for any other key of the cluster (the leader key, meta keys).
+std::optional<etcd_record> parse_record(const layout& keys,
+                                        const std::string& key,
+                                        std::string value);
+
+/// The authority of `--store etcd`: one fenced append of every record.
+class etcd_authority : public authority {
+public:
+  /// Appends through `log`, which must outlive it.
+  explicit etcd_authority(etcd_log& log);
+
+  [[nodiscard]] caf::error commit(const std::vector<log_record>& events,
+                                  const std::vector<snapshot_record>& snapshots,
+                                  const fleet_records& fleet) override;
+
+private:
+  etcd_log& log_;
+};
+
+/// Keeps a local log in step with etcd: reads everything the cluster's log
+/// holds, then watches it, and appends to `archive` each record the archive
+/// does not have yet (by seq: a record seen twice is stored once).
+class archive_follower {
+public:
+  /// Follows the log of `keys` through `c` into `archive`, which must
+  /// outlive it.
+  archive_follower(std::shared_ptr<client> c, layout keys,
+                   event_log& archive);
+
+  /// Stops following.
+  ~archive_follower();
+
+  archive_follower(const archive_follower&) = delete;
+  archive_follower& operator=(const archive_follower&) = delete;
+
+  /// Reads what etcd holds now into the archive, then starts the watch.
+  [[nodiscard]] caf::error start();
+
+  /// Stops the watch and reads what etcd holds now into the archive: once
+  /// this replica leads, nobody else writes, so the archive is complete.
+  [[nodiscard]] caf::error catch_up();
+
+  /// The error that ended the watch, if it ended.
+  caf::error failure() const;
+
+  /// Stops the watch; no append runs after it returns.
+  void stop();
+
+  /// The revision up to which the archive holds etcd's log.
+  int64_t archived_revision() const;
+
+  /// Records appended to the archive so far.
+  uint64_t archived_records() const;
+
+private:
+  caf::error archive(std::vector<etcd_record> records, int64_t revision);
+
+  /// Reads the whole log once into the archive; its revision.
+  caf::expected<int64_t> read_all();
+
+  std::shared_ptr<client> client_;
+  layout keys_;
+  event_log& archive_;
+  std::unique_ptr<watcher> watch_;
+  mutable std::mutex mtx_;
+  int64_t revision_ = 0;
+  uint64_t records_ = 0;
+  caf::error failure_;
+};
+
+} // namespace recoverd::storage::etcd
