@@ -7,6 +7,8 @@
 #include <iostream>
 #include <map>
 #include <pthread.h>
+#include <sstream>
+#include <unistd.h>
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
@@ -15,6 +17,7 @@
 #include "actors/log.hpp"
 #include "services/app.hpp"
 #include "services/grpc_log.hpp"
+#include "services/replica.hpp"
 
 using namespace recoverd;
 
@@ -285,6 +288,38 @@ int main(int argc, char** argv) {
                      + " (duration: 250ms, 5s, 1.5m, 2h, 1d; a bare number "
                        "is seconds)")
       ->capture_default_str();
+  // --store etcd: active/standby replicas on an etcd cluster (issue #14).
+  std::string store = "rocksdb";
+  replica_options replica;
+  std::string etcd_endpoints;
+  std::string etcd_lease_ttl = "5s";
+  cli.add_option("--store", store,
+                 "where the authoritative log lives: rocksdb (the data "
+                 "directory alone) or etcd (an etcd cluster, with the data "
+                 "directory as this replica's archive; one replica leads, "
+                 "the others stand by)")
+    ->check(CLI::IsMember({"rocksdb", "etcd"}))
+    ->capture_default_str();
+  cli.add_option("--etcd-endpoints", etcd_endpoints,
+                 "etcd members' client URLs, comma-separated "
+                 "(http://host:2379 or https://host:2379)");
+  cli.add_option("--etcd-cluster", replica.cluster,
+                 "this recoverd cluster's key prefix in etcd: "
+                 "/recoverd/NAME/")
+    ->capture_default_str();
+  cli.add_option("--etcd-lease-ttl", etcd_lease_ttl,
+                 "the leader lease's TTL (whole seconds, at least 2s): how "
+                 "long a dead leader holds the lead")
+    ->capture_default_str();
+  cli.add_option("--etcd-ca", replica.etcd.ca_file,
+                 "PEM CA file of the etcd members' certificates (TLS)");
+  cli.add_option("--etcd-cert", replica.etcd.cert_file,
+                 "PEM client certificate for etcd");
+  cli.add_option("--etcd-key", replica.etcd.key_file,
+                 "PEM key of --etcd-cert");
+  cli.add_option("--advertise", replica.advertise,
+                 "the agent address (host:port) the leader publishes in "
+                 "etcd; default: the bound agent listener");
   // Usage errors, typos in --config (an unknown key or section) included,
   // exit 2 with CLI11's message naming what it could not take.
   try {
@@ -395,6 +430,38 @@ int main(int argc, char** argv) {
 
   if (opts.http_listen == "off")
     opts.http_listen.clear();
+  if (store == "etcd") {
+    std::stringstream list{etcd_endpoints};
+    for (std::string x; std::getline(list, x, ',');)
+      if (!x.empty())
+        replica.etcd.endpoints.push_back(x);
+    if (!parse_duration(etcd_lease_ttl, replica.lease_ttl)) {
+      std::cerr << "recoverd: --etcd-lease-ttl: not a duration: "
+                << etcd_lease_ttl << "\n";
+      return 2;
+    }
+    if (auto err = validate(replica)) {
+      std::cerr << "recoverd: --store etcd: " << message_of(err) << "\n";
+      return 2;
+    }
+    switch (run_replica(opts, replica, signals)) {
+      case replica_end::stopped:
+        return 0;
+      case replica_end::failed:
+        return 1;
+      case replica_end::deposed:
+        // A clean slate: the same process (pid, flags) starts again as a
+        // standby, its state rebuilt from etcd and the archive.
+        std::fflush(nullptr);
+        execv("/proc/self/exe", argv);
+        std::cerr << "recoverd: cannot re-join as a standby: "
+                  << std::strerror(errno) << "\n";
+        return 1;
+    }
+  } else if (!etcd_endpoints.empty()) {
+    std::cerr << "recoverd: --etcd-endpoints needs --store etcd\n";
+    return 2;
+  }
   auto running = app::start(opts);
   if (!running) {
     std::cerr << "recoverd: " << message_of(running.error()) << "\n";

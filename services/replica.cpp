@@ -1,0 +1,192 @@
+#include "services/replica.hpp"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+
+#include "actors/error.hpp"
+#include "actors/log.hpp"
+#include "services/standby.hpp"
+#include "storage/etcd_leader.hpp"
+#include "storage/etcd_log.hpp"
+#include "storage/etcd_store.hpp"
+#include "storage/event_log.hpp"
+
+namespace recoverd {
+
+namespace etcd = storage::etcd;
+
+namespace {
+
+/// What the replica's main thread waits for: a signal or the term's loss.
+struct outcome {
+  std::mutex mtx;
+  std::condition_variable cv;
+  std::atomic<bool> stop{false};
+  bool lost = false;
+  caf::error why;
+
+  void lose(caf::error err) {
+    std::lock_guard<std::mutex> guard{mtx};
+    lost = true;
+    why = std::move(err);
+    cv.notify_all();
+  }
+
+  void signal() {
+    std::lock_guard<std::mutex> guard{mtx};
+    stop = true;
+    cv.notify_all();
+  }
+};
+
+void print_addresses(const char* what, const std::string& agent,
+                     const std::string& control, const std::string& http) {
+  std::printf("recoverd: %s on %s\n", what, agent.c_str());
+  if (!control.empty())
+    std::printf("recoverd: control on %s\n", control.c_str());
+  if (!http.empty())
+    std::printf("recoverd: http on %s\n", http.c_str());
+  std::fflush(stdout);
+}
+
+} // namespace
+
+caf::error validate(const replica_options& opts) {
+  if (auto err = etcd::validate(opts.etcd))
+    return err;
+  if (auto err = etcd::validate_cluster(opts.cluster))
+    return err;
+  etcd::election_options e;
+  e.key = "/recoverd/" + opts.cluster + "/leader";
+  e.value = opts.advertise.empty() ? "-" : opts.advertise;
+  e.ttl = opts.lease_ttl;
+  return etcd::validate(e);
+}
+
+replica_end run_replica(app_options opts, const replica_options& replica,
+                        const sigset_t& signals) {
+  auto fail = [](const caf::error& err) {
+    std::fprintf(stderr, "recoverd: %s\n", message_of(err).c_str());
+    return replica_end::failed;
+  };
+  auto out = std::make_shared<outcome>();
+  // SIGINT and SIGTERM are blocked in every thread; this one takes them.
+  std::thread([out, signals] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    ES_INFO("recoverd received {}; shutting down",
+            sig == SIGINT ? "SIGINT" : "SIGTERM");
+    out->signal();
+  }).detach();
+  auto client = etcd::client::make(replica.etcd);
+  if (!client)
+    return fail(client.error());
+  etcd::layout keys{replica.cluster};
+  // The archive: the replica's own RocksDB log, filled from etcd's.
+  storage::event_log_options log_opts;
+  log_opts.path = opts.data_dir;
+  log_opts.sync = opts.journal.sync == sync_policy::always;
+  log_opts.min_free_bytes = opts.min_free_space;
+  auto archive = storage::event_log::open(log_opts);
+  if (!archive)
+    return fail(archive.error());
+  auto follower = std::make_unique<etcd::archive_follower>(*client, keys,
+                                                           **archive);
+  if (auto err = follower->start())
+    return fail(err);
+  // The standby serves UNAVAILABLE until this replica leads.
+  standby_options sopts;
+  sopts.listen = opts.listen;
+  sopts.tls = opts.tls;
+  sopts.control_listen = opts.control_listen;
+  sopts.control_tls = opts.control_tls;
+  sopts.http_listen = opts.http_listen;
+  sopts.http_tls = opts.http_tls;
+  std::mutex leader_mtx;
+  std::string leader_now;
+  sopts.leader = [&] {
+    std::lock_guard<std::mutex> guard{leader_mtx};
+    return leader_now;
+  };
+  auto standby = standby_server::start(sopts);
+  if (!standby)
+    return fail(standby.error());
+  auto advertise = replica.advertise.empty() ? (*standby)->address()
+                                             : replica.advertise;
+  etcd::election_options eopts{keys.leader_key(), advertise, replica.lease_ttl};
+  etcd::leader_election election{*client, eopts, [out](caf::error err) {
+                                   out->lose(std::move(err));
+                                 }};
+  print_addresses("listening", (*standby)->address(),
+                  (*standby)->control_address(), (*standby)->http_address());
+  ES_INFO("recoverd standby (etcd cluster '{}', {} archived records): "
+          "campaigning for the lead",
+          replica.cluster, follower->archived_records());
+  for (;;) {
+    if (out->stop)
+      return replica_end::stopped;
+    if (auto who = election.leader(); who && *who) {
+      std::lock_guard<std::mutex> guard{leader_mtx};
+      leader_now = (*who)->value;
+    }
+    auto err = election.campaign(std::chrono::seconds(2),
+                                 [out] { return out->stop.load(); });
+    if (!err)
+      break;
+    if (errc_of(err) == errc::invalid_argument)
+      return fail(err);
+    if (auto lag = follower->failure())
+      return fail(lag);
+  }
+  // Leading: the archive takes the rest of etcd's log, then the app opens
+  // it and replays (its pending signals go out again with their uuids).
+  auto t0 = std::chrono::steady_clock::now();
+  if (auto err = follower->catch_up())
+    return fail(err);
+  ES_INFO("recoverd leads (epoch {}); archive complete with {} records",
+          election.epoch(), follower->archived_records());
+  follower.reset();
+  archive->reset();
+  opts.listen = (*standby)->address();
+  if (!opts.control_listen.empty())
+    opts.control_listen = (*standby)->control_address();
+  if (!opts.http_listen.empty())
+    opts.http_listen = (*standby)->http_address();
+  (*standby)->stop();
+  standby->reset();
+  etcd::etcd_log log{*client, election, keys};
+  opts.journal.authority = std::make_shared<etcd::etcd_authority>(log);
+  auto running = app::start(opts);
+  if (!running)
+    return fail(running.error());
+  ES_INFO("recoverd took the lead in {:.1f} ms after winning the election",
+          std::chrono::duration<double, std::milli>(
+            std::chrono::steady_clock::now() - t0)
+            .count());
+  print_addresses("leading", (*running)->address(),
+                  (*running)->control_port() != 0
+                    ? (*running)->control_address()
+                    : std::string{},
+                  (*running)->http_address());
+  std::unique_lock<std::mutex> lock{out->mtx};
+  out->cv.wait(lock, [&out] { return out->stop || out->lost; });
+  if (out->lost) {
+    ES_WARN("recoverd lost the lead: {}; refusing writes and re-joining as "
+            "a standby",
+            message_of(out->why));
+    lock.unlock();
+    (*running)->stop();
+    return replica_end::deposed;
+  }
+  lock.unlock();
+  (*running)->stop();
+  // A planned stop hands the lead over at once instead of after the TTL.
+  if (auto err = election.resign())
+    ES_WARN("recoverd could not resign its term: {}", message_of(err));
+  return replica_end::stopped;
+}
+
+} // namespace recoverd
