@@ -136,6 +136,7 @@ template <class Request>
     ctx.set_deadline(
       std::min(std::chrono::system_clock::now() + attempt_timeout, deadline));
     ctx.set_wait_for_ready(false);
+    resp.Clear();
     auto st = (stubs_[i].get()->*method)(&ctx, req, &resp);
     if (st.ok())
       return resp;
