@@ -194,14 +194,15 @@ TEST_CASE("agent failover: a subscription alone passes over a standby") {
 }
 
 TEST_CASE("agent failover: a dead address and a standby are passed over") {
+  replica standby{"standby", false};
+  replica leader{"leader", true};
   std::string dead;
   {
-    // A port that was free a moment ago: nothing listens there now.
+    // A port that was free a moment ago: nothing listens there now. Taken
+    // after the live ones, so that neither of them gets it again.
     replica gone{"gone", false};
     dead = gone.address();
   }
-  replica standby{"standby", false};
-  replica leader{"leader", true};
   recoverd::agent::client agent{
     dead + ", " + standby.address() + " ," + leader.address(), "job"};
   auto started = std::chrono::steady_clock::now();
