@@ -8,6 +8,36 @@ namespace {
 
 constexpr auto call_timeout = std::chrono::seconds(10);
 
+// With several addresses: one attempt at one replica, and the pause after a
+// round in which none served.
+constexpr auto attempt_timeout = std::chrono::seconds(1);
+constexpr auto round_pause = std::chrono::milliseconds(100);
+
+// The answers that send a call on to the next replica: a standby's (or a
+// refused connection's) UNAVAILABLE, and an attempt that ran out of time.
+bool moves_on(const grpc::Status& st) {
+  return st.error_code() == grpc::StatusCode::UNAVAILABLE
+         || st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+}
+
+// "a, b,,c" -> {"a", "b", "c"}.
+std::vector<std::string> split_addresses(const std::string& server) {
+  std::vector<std::string> result;
+  size_t pos = 0;
+  for (;;) {
+    auto end = server.find(',', pos);
+    auto item = server.substr(pos, end == std::string::npos ? end : end - pos);
+    auto first = item.find_first_not_of(" \t");
+    if (first != std::string::npos) {
+      auto last = item.find_last_not_of(" \t");
+      result.push_back(item.substr(first, last - first + 1));
+    }
+    if (end == std::string::npos)
+      return result;
+    pos = end + 1;
+  }
+}
+
 std::unique_ptr<grpc::ClientContext> context() {
   auto ctx = std::make_unique<grpc::ClientContext>();
   ctx->set_deadline(std::chrono::system_clock::now() + call_timeout);
@@ -49,13 +79,25 @@ std::string signal_key(const ::ProcessManageSignal& sig) {
 
 client::client(const std::string& server, std::string job_id, std::string role)
   : job_id_(std::move(job_id)), role_(std::move(role)) {
+  auto addresses = split_addresses(server);
+  if (addresses.size() <= 1)
+    addresses = {server};
   grpc::ChannelArguments args;
   // As TaskD: keep-alive pings every 3 s, also without calls.
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 3000);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  channel_ = grpc::CreateCustomChannel(server,
-                                       grpc::InsecureChannelCredentials(), args);
-  stub_ = ::Recover::NewStub(channel_);
+  if (addresses.size() > 1) {
+    // Calls do not wait for a channel here, so a channel that backed off
+    // after its replica went away must try again soon: that replica may be
+    // the next leader.
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  }
+  for (const auto& address : addresses) {
+    channels_.push_back(grpc::CreateCustomChannel(
+      address, grpc::InsecureChannelCredentials(), args));
+    stubs_.push_back(::Recover::NewStub(channels_.back()));
+  }
 }
 
 client::~client() {
@@ -69,20 +111,54 @@ client::~client() {
   return info;
 }
 
-::Status client::init() {
+void client::advance(size_t from) {
+  // Both threads may see the same replica fail; only the first moves on.
+  if (current_.compare_exchange_strong(from, (from + 1) % stubs_.size()))
+    ++failovers_;
+}
+
+template <class Request>
+::Status client::unary(rpc<Request> method, const Request& req) {
   ::Status resp;
-  auto ctx = context();
-  if (auto st = stub_->Init(ctx.get(), who(), &resp); !st.ok())
-    return failed(st);
-  return resp;
+  if (stubs_.size() == 1) {
+    auto ctx = context();
+    if (auto st = (stubs_.front().get()->*method)(ctx.get(), req, &resp);
+        !st.ok())
+      return failed(st);
+    return resp;
+  }
+  // Only the leader serves: a standby answers UNAVAILABLE at once and a dead
+  // leader refuses the connection, so no attempt waits for a channel.
+  auto deadline = std::chrono::system_clock::now() + call_timeout;
+  for (size_t attempt = 1;; ++attempt) {
+    auto i = current_.load();
+    grpc::ClientContext ctx;
+    ctx.set_deadline(
+      std::min(std::chrono::system_clock::now() + attempt_timeout, deadline));
+    ctx.set_wait_for_ready(false);
+    resp.Clear();
+    auto st = (stubs_[i].get()->*method)(&ctx, req, &resp);
+    if (st.ok())
+      return resp;
+    if (!moves_on(st) || std::chrono::system_clock::now() >= deadline)
+      return failed(st);
+    advance(i);
+    if (attempt % stubs_.size() == 0) {
+      // A full round and no leader: an election may be under way.
+      std::this_thread::sleep_until(
+        std::min(std::chrono::system_clock::now() + round_pause, deadline));
+      if (std::chrono::system_clock::now() >= deadline)
+        return failed(st);
+    }
+  }
+}
+
+::Status client::init() {
+  return unary(&::Recover::Stub::Init, who());
 }
 
 ::Status client::register_job() {
-  ::Status resp;
-  auto ctx = context();
-  if (auto st = stub_->Register(ctx.get(), who(), &resp); !st.ok())
-    return failed(st);
-  return resp;
+  return unary(&::Recover::Stub::Register, who());
 }
 
 ::Status client::init_clusterd() {
@@ -116,7 +192,8 @@ void client::subscribe_loop(
       live_ = &ctx;
       ++subscriptions_;
     }
-    auto stream = stub_->SubscribeProcessManageSignal(&ctx, who());
+    auto i = current_.load();
+    auto stream = stubs_[i]->SubscribeProcessManageSignal(&ctx, who());
     ::ProcessManageSignal sig;
     while (stream->Read(&sig)) {
       if (on_signal)
@@ -139,6 +216,12 @@ void client::subscribe_loop(
     stream->Finish();
     std::unique_lock<std::mutex> lock{mtx_};
     live_ = nullptr;
+    if (stopping_)
+      return;
+    // With several replicas, a stream that ended (a standby's UNAVAILABLE, a
+    // killed or deposed leader) is re-opened at the next one.
+    if (stubs_.size() > 1)
+      advance(i);
     if (cv_.wait_for(lock, backoff, [this] { return stopping_; }))
       return;
   }
@@ -181,17 +264,17 @@ size_t client::subscriptions() const {
   return subscriptions_;
 }
 
+size_t client::failovers() const {
+  return failovers_.load();
+}
+
 ::Status client::report_stop_complete(int code,
                                       const std::vector<fault>& faults) {
   ::StopCompleteRequest req;
   req.set_jobid(job_id_);
   req.mutable_status()->set_code(code);
   add_faults(faults, req.mutable_faultranks());
-  ::Status resp;
-  auto ctx = context();
-  if (auto st = stub_->ReportStopComplete(ctx.get(), req, &resp); !st.ok())
-    return failed(st);
-  return resp;
+  return unary(&::Recover::Stub::ReportStopComplete, req);
 }
 
 ::Status client::report_recover_strategy(
@@ -202,11 +285,7 @@ size_t client::subscriptions() const {
   for (const auto& s : strategies)
     req.add_strategies(s);
   add_faults(faults, req.mutable_faultranks());
-  ::Status resp;
-  auto ctx = context();
-  if (auto st = stub_->ReportRecoverStrategy(ctx.get(), req, &resp); !st.ok())
-    return failed(st);
-  return resp;
+  return unary(&::Recover::Stub::ReportRecoverStrategy, req);
 }
 
 ::Status client::report_recover_status(int code, const std::string& strategy,
@@ -217,22 +296,14 @@ size_t client::subscriptions() const {
   req.set_strategy(strategy);
   for (const auto& r : isolate)
     req.add_isolaterankids(r);
-  ::Status resp;
-  auto ctx = context();
-  if (auto st = stub_->ReportRecoverStatus(ctx.get(), req, &resp); !st.ok())
-    return failed(st);
-  return resp;
+  return unary(&::Recover::Stub::ReportRecoverStatus, req);
 }
 
 ::Status client::report_process_fault(const std::vector<fault>& faults) {
   ::ProcessFaultRequest req;
   req.set_jobid(job_id_);
   add_faults(faults, req.mutable_faultranks());
-  ::Status resp;
-  auto ctx = context();
-  if (auto st = stub_->ReportProcessFault(ctx.get(), req, &resp); !st.ok())
-    return failed(st);
-  return resp;
+  return unary(&::Recover::Stub::ReportProcessFault, req);
 }
 
 } // namespace recoverd::agent

@@ -5,6 +5,7 @@
 /// automatic re-subscribe, and the reports. The simulator and the tests are
 /// built on it.
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -37,7 +38,14 @@ std::string signal_key(const ::ProcessManageSignal& sig);
 /// One job's agent connection.
 class client {
 public:
-  /// @param server recoverd's address, e.g. "127.0.0.1:8899".
+  /// @param server recoverd's address, e.g. "127.0.0.1:8899", or the
+  ///   replicas of an active/standby recoverd as a comma-separated list
+  ///   ("10.0.0.5:8899,10.0.0.6:8899"). One address: every call waits for the
+  ///   channel (up to its 10 s). Several: a call goes to the current address
+  ///   without waiting, each attempt for at most 1 s; an attempt that fails
+  ///   with UNAVAILABLE (a standby's answer, or a refused connection) or
+  ///   DEADLINE_EXCEEDED moves on to the next address, until the call's 10 s
+  ///   pass. The subscription moves on likewise whenever its stream ends.
   client(const std::string& server, std::string job_id,
          std::string role = "agent");
 
@@ -80,6 +88,10 @@ public:
   /// Streams opened so far.
   size_t subscriptions() const;
 
+  /// Times a call or the subscription moved on to the next address (always 0
+  /// with one address).
+  size_t failovers() const;
+
   /// Recover.ReportStopComplete.
   ::Status report_stop_complete(int code, const std::vector<fault>& faults = {});
 
@@ -94,9 +106,11 @@ public:
   /// Recover.ReportProcessFault.
   ::Status report_process_fault(const std::vector<fault>& faults);
 
-  /// The Recover stub, for calls the library does not wrap.
+  /// The Recover stub of the current address, for calls the library does
+  /// not wrap. The reference stays valid as long as the client; with several
+  /// addresses, call `stub()` again for each call to follow a failover.
   ::Recover::Stub& stub() {
-    return *stub_;
+    return *stubs_[current_.load()];
   }
 
   /// The job id.
@@ -105,14 +119,33 @@ public:
   }
 
 private:
+  /// A unary Recover method whose answer is a `Status`.
+  template <class Request>
+  using rpc = grpc::Status (::Recover::Stub::*)(grpc::ClientContext*,
+                                                const Request&, ::Status*);
+
+  /// Calls `method` with `req`: at the single address, or with failover over
+  /// several. A failed call comes back with code -1 and the gRPC text.
+  template <class Request>
+  ::Status unary(rpc<Request> method, const Request& req);
+
+  /// Moves the current address on from `from`, unless another thread
+  /// already did.
+  void advance(size_t from);
+
   ::ClientInfo who() const;
   void subscribe_loop(std::function<void(const ::ProcessManageSignal&)> f,
                       std::chrono::milliseconds backoff);
 
   std::string job_id_;
   std::string role_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<::Recover::Stub> stub_;
+  /// One channel and stub per address, fixed after construction.
+  std::vector<std::shared_ptr<grpc::Channel>> channels_;
+  std::vector<std::unique_ptr<::Recover::Stub>> stubs_;
+  /// The index of the address calls go to; the caller's threads and the
+  /// subscription thread move it.
+  std::atomic<size_t> current_{0};
+  std::atomic<size_t> failovers_{0};
   mutable std::mutex mtx_;
   std::condition_variable cv_;
   std::deque<::ProcessManageSignal> queue_;

@@ -144,11 +144,12 @@ void process_manager::note(const std::string& line) {
   });
   ::ClientInfo who;
   who.set_jobid(job_id_);
-  auto& stub = agent_->stub();
-  workers_.emplace_back([this, who, &stub] {
+  // stub() each time a stream opens: with several recoverd replicas it is
+  // the one the agent's calls and subscription failed over to.
+  workers_.emplace_back([this, who] {
     worker_loop<::SwitchRankList>(
-      [who, &stub](grpc::ClientContext* ctx) {
-        return stub.SubscribeNotifySwitch(ctx, who);
+      [this, who](grpc::ClientContext* ctx) {
+        return agent_->stub().SubscribeNotifySwitch(ctx, who);
       },
       [this](const ::SwitchRankList& x) {
         request req;
@@ -159,10 +160,10 @@ void process_manager::note(const std::string& line) {
         post(std::move(req));
       });
   });
-  workers_.emplace_back([this, who, &stub] {
+  workers_.emplace_back([this, who] {
     worker_loop<::StressTestRankParams>(
-      [who, &stub](grpc::ClientContext* ctx) {
-        return stub.SubscribeNotifyExecStressTest(ctx, who);
+      [this, who](grpc::ClientContext* ctx) {
+        return agent_->stub().SubscribeNotifyExecStressTest(ctx, who);
       },
       [this](const ::StressTestRankParams& x) {
         request req;
