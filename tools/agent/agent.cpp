@@ -9,8 +9,12 @@ namespace {
 constexpr auto call_timeout = std::chrono::seconds(10);
 
 // With several addresses: one attempt at one replica, and the pause after a
-// round in which none served.
-constexpr auto attempt_timeout = std::chrono::seconds(1);
+// round in which none served. A standby and a dead replica answer at once;
+// a leader's durable write may take seconds while etcd elects a leader of
+// its own, and a report sent again after it was applied would be refused
+// as unexpected: an attempt waits about a lease TTL (a paused leader's lead
+// has gone to another replica by then).
+constexpr auto attempt_timeout = std::chrono::seconds(5);
 constexpr auto round_pause = std::chrono::milliseconds(100);
 
 // The answers that send a call on to the next replica: a standby's (or a
