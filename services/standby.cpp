@@ -37,15 +37,25 @@ public:
   }
 
 private:
+  // Reads the request first, then finishes: a call finished before its
+  // request was read may be left open on the client's side.
   class refusal final : public grpc::ServerGenericBidiReactor {
   public:
-    explicit refusal(std::string msg) {
-      Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, msg));
+    explicit refusal(std::string msg) : msg_(std::move(msg)) {
+      StartRead(&request_);
+    }
+
+    void OnReadDone(bool) override {
+      Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, msg_));
     }
 
     void OnDone() override {
       delete this;
     }
+
+  private:
+    std::string msg_;
+    grpc::ByteBuffer request_;
   };
 
   std::atomic<size_t>& refused_;

@@ -21,7 +21,10 @@ constexpr auto round_pause = std::chrono::milliseconds(100);
 // refused connection's) UNAVAILABLE, and an attempt that ran out of time.
 bool moves_on(const grpc::Status& st) {
   return st.error_code() == grpc::StatusCode::UNAVAILABLE
-         || st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+         || st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED
+         // A replica shutting a listener down (a standby taking the lead)
+         // cancels the calls it holds.
+         || st.error_code() == grpc::StatusCode::CANCELLED;
 }
 
 // "a, b,,c" -> {"a", "b", "c"}.
