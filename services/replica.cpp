@@ -4,7 +4,10 @@
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
+#include <filesystem>
 #include <thread>
+
+#include <unistd.h>
 
 #include "actors/error.hpp"
 #include "actors/log.hpp"
@@ -93,8 +96,13 @@ replica_end run_replica(app_options opts, const replica_options& replica,
   auto archive = storage::event_log::open(log_opts);
   if (!archive)
     return fail(archive.error());
-  auto follower = std::make_unique<etcd::archive_follower>(*client, keys,
-                                                           **archive);
+  // The replica's name in etcd's marks: its host and data directory.
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  std::error_code ec;
+  auto dir = std::filesystem::absolute(opts.data_dir, ec).string();
+  auto follower = std::make_unique<etcd::archive_follower>(
+    *client, keys, **archive, std::string{host} + ":" + dir);
   if (auto err = follower->start())
     return fail(err);
   // The standby serves UNAVAILABLE until this replica leads.
@@ -158,7 +166,8 @@ replica_end run_replica(app_options opts, const replica_options& replica,
   (*standby)->stop();
   standby->reset();
   etcd::etcd_log log{*client, election, keys};
-  opts.journal.authority = std::make_shared<etcd::etcd_authority>(log);
+  opts.journal.authority = std::make_shared<etcd::etcd_authority>(
+    log, election, *client);
   auto running = app::start(opts);
   if (!running)
     return fail(running.error());

@@ -1,5 +1,7 @@
 #include "storage/etcd_store.hpp"
 
+#include <cstdlib>
+#include <limits>
 #include <map>
 #include <utility>
 
@@ -21,6 +23,9 @@ constexpr char kind_tag(record_kind kind) {
       return 'e';
   }
 }
+
+/// Seconds a replica's mark outlives it.
+constexpr int64_t mark_ttl_s = 10;
 
 int hex_value(char c) {
   if (c >= '0' && c <= '9')
@@ -101,9 +106,17 @@ std::optional<etcd_record> parse_record(const layout& keys,
   return result;
 }
 
+std::string archived_key(const layout& keys, const std::string& replica) {
+  return keys.root() + "archived/" + layout::encode_job(replica);
+}
+
 // -- etcd_authority -----------------------------------------------------------
 
-etcd_authority::etcd_authority(etcd_log& log) : log_(log) {
+etcd_authority::etcd_authority(etcd_log& log, leader_election& election,
+                               std::shared_ptr<client> c,
+                               std::chrono::milliseconds trim_interval)
+  : log_(log), election_(election), client_(std::move(c)),
+    trim_interval_(trim_interval) {
   // nop
 }
 
@@ -126,14 +139,87 @@ caf::error etcd_authority::commit(const std::vector<log_record>& events,
   auto done = log_.append(batch);
   if (!done)
     return done.error();
+  for (const auto& x : snapshots)
+    pending_.push_back({stream_of(record_kind::snapshot, x.job_id), x.seq,
+                        done->revision});
+  for (const auto& x : fleet.snapshots)
+    pending_.push_back({stream_of(record_kind::fleet_snapshot, x.job_id),
+                        x.seq, done->revision});
+  auto now = std::chrono::steady_clock::now();
+  if (!pending_.empty() && now - last_trim_ >= trim_interval_) {
+    last_trim_ = now;
+    // The batch is durable whatever the trim does: a failed trim is tried
+    // again later, and a deposed replica's next append fails anyway.
+    (void) trim();
+  }
   return caf::none;
+}
+
+caf::expected<size_t> etcd_authority::trim() {
+  if (pending_.empty())
+    return size_t{0};
+  const auto& keys = log_.keys();
+  auto prefix = keys.root() + "archived/";
+  auto marks = client_->range({prefix, prefix_end(prefix)});
+  if (!marks)
+    return marks.error();
+  // How far every archive that says so reaches; none: nothing holds back.
+  auto reach = std::numeric_limits<int64_t>::max();
+  for (const auto& kv : marks->kvs) {
+    char* end = nullptr;
+    auto x = std::strtoll(kv.value.c_str(), &end, 10);
+    reach = std::min<int64_t>(reach, end != kv.value.c_str() ? x : 0);
+  }
+  // The latest snapshot of each stream that every archive holds.
+  std::map<std::string, uint64_t> cut;
+  std::vector<pending_trim> later;
+  for (auto& p : pending_) {
+    if (p.revision <= reach) {
+      auto& seq = cut[p.stream];
+      seq = std::max(seq, p.seq);
+    } else {
+      later.push_back(std::move(p));
+    }
+  }
+  pending_ = std::move(later);
+  // Two range deletes per stream: its events and its snapshots before the
+  // cut (the snapshot at the cut and the events from it on stay).
+  constexpr size_t streams_per_txn = 60;
+  txn t;
+  size_t in_txn = 0;
+  auto flush = [&]() -> caf::error {
+    if (in_txn == 0)
+      return caf::none;
+    auto done = election_.fenced(std::move(t));
+    t = txn{};
+    in_txn = 0;
+    return done ? caf::none : done.error();
+  };
+  for (const auto& [stream, seq] : cut) {
+    auto snap = parse_record(keys, keys.event_key(stream, seq), {});
+    if (!snap)
+      continue;
+    auto events = stream_of(snap->kind == record_kind::snapshot
+                              ? record_kind::event
+                              : record_kind::fleet_event,
+                            snap->name);
+    t.then_delete(keys.event_key(events, 0), keys.event_key(events, seq));
+    t.then_delete(keys.event_key(stream, 0), keys.event_key(stream, seq));
+    if (++in_txn == streams_per_txn)
+      if (auto err = flush())
+        return err;
+  }
+  if (auto err = flush())
+    return err;
+  return cut.size();
 }
 
 // -- archive_follower ---------------------------------------------------------
 
 archive_follower::archive_follower(std::shared_ptr<client> c, layout keys,
-                                   event_log& archive)
-  : client_(std::move(c)), keys_(std::move(keys)), archive_(archive) {
+                                   event_log& archive, std::string replica)
+  : client_(std::move(c)), keys_(std::move(keys)), archive_(archive),
+    replica_(std::move(replica)) {
   // nop
 }
 
@@ -189,7 +275,51 @@ caf::error archive_follower::start() {
   if (!w)
     return w.error();
   watch_ = std::move(*w);
+  if (!replica_.empty()) {
+    publish();
+    marker_ = std::thread([this] { mark_loop(); });
+  }
   return caf::none;
+}
+
+void archive_follower::publish() {
+  int64_t revision = 0;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    revision = revision_;
+    if (lease_ != 0 && revision == published_)
+      return;
+  }
+  if (lease_ == 0) {
+    auto l = client_->grant(mark_ttl_s);
+    if (!l)
+      return;
+    lease_ = l->id;
+  }
+  if (client_->put(archived_key(keys_, replica_), std::to_string(revision),
+                   lease_)) {
+    std::lock_guard<std::mutex> guard{mtx_};
+    published_ = revision;
+  } else {
+    lease_ = 0; // expired or lost: a new one next time
+  }
+}
+
+void archive_follower::mark_loop() {
+  std::unique_lock<std::mutex> lock{mtx_};
+  while (!stopping_) {
+    marker_cv_.wait_for(lock, std::chrono::seconds(1));
+    if (stopping_)
+      return;
+    lock.unlock();
+    if (lease_ != 0) {
+      auto ttl = client_->keep_alive(lease_, std::chrono::seconds(2));
+      if (!ttl || *ttl == 0)
+        lease_ = 0;
+    }
+    publish();
+    lock.lock();
+  }
 }
 
 caf::error archive_follower::archive(std::vector<etcd_record> records,
@@ -272,9 +402,20 @@ caf::error archive_follower::failure() const {
 }
 
 void archive_follower::stop() {
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    stopping_ = true;
+  }
+  marker_cv_.notify_all();
+  if (marker_.joinable())
+    marker_.join();
   if (watch_)
     watch_->stop();
   watch_.reset();
+  // A leader holds everything: its mark would only hold the trims back.
+  if (lease_ != 0)
+    (void) client_->revoke(lease_);
+  lease_ = 0;
 }
 
 int64_t archive_follower::archived_revision() const {

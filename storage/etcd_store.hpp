@@ -17,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <caf/error.hpp>
@@ -58,18 +59,53 @@ std::optional<etcd_record> parse_record(const layout& keys,
                                         const std::string& key,
                                         std::string value);
 
-/// The authority of `--store etcd`: one fenced append of every record.
+/// The key under which replica `replica` says how far its archive reaches
+/// (the etcd revision it holds everything up to).
+std::string archived_key(const layout& keys, const std::string& replica);
+
+/// The authority of `--store etcd`: one fenced append of every record, and
+/// the bounding of etcd's log. Once a snapshot of a stream is stored and
+/// every archive that says how far it reaches holds it, the stream's older
+/// events and snapshots go from etcd (the archives keep them): etcd holds
+/// each stream's latest snapshot and what came after it.
 class etcd_authority : public authority {
 public:
-  /// Appends through `log`, which must outlive it.
-  explicit etcd_authority(etcd_log& log);
+  /// Appends through `log` and trims through `election`, both reading and
+  /// writing the keys of `keys` over `c`; `log` and `election` must outlive
+  /// it. Trims run at most every `trim_interval` (zero: after every
+  /// commit).
+  etcd_authority(etcd_log& log, leader_election& election,
+                 std::shared_ptr<client> c,
+                 std::chrono::milliseconds trim_interval
+                 = std::chrono::seconds(1));
 
   [[nodiscard]] caf::error commit(const std::vector<log_record>& events,
                                   const std::vector<snapshot_record>& snapshots,
                                   const fleet_records& fleet) override;
 
+  /// Removes what every archive holds and a later snapshot covers; the
+  /// number of streams trimmed. Fenced: `errc::deposed` once the term is
+  /// over.
+  [[nodiscard]] caf::expected<size_t> trim();
+
+  /// Snapshots whose older records still wait for the archives.
+  size_t pending_trims() const {
+    return pending_.size();
+  }
+
 private:
+  struct pending_trim {
+    std::string stream;
+    uint64_t seq = 0;
+    int64_t revision = 0;
+  };
+
   etcd_log& log_;
+  leader_election& election_;
+  std::shared_ptr<client> client_;
+  std::chrono::milliseconds trim_interval_;
+  std::chrono::steady_clock::time_point last_trim_;
+  std::vector<pending_trim> pending_;
 };
 
 /// Keeps a local log in step with etcd: reads everything the cluster's log
@@ -78,9 +114,11 @@ private:
 class archive_follower {
 public:
   /// Follows the log of `keys` through `c` into `archive`, which must
-  /// outlive it.
-  archive_follower(std::shared_ptr<client> c, layout keys,
-                   event_log& archive);
+  /// outlive it. With a `replica` name, says how far the archive reaches
+  /// under `archived_key` (on a lease of its own, so that a replica gone
+  /// for good holds nothing back), for the leader's trimming.
+  archive_follower(std::shared_ptr<client> c, layout keys, event_log& archive,
+                   std::string replica = {});
 
   /// Stops following.
   ~archive_follower();
@@ -113,10 +151,22 @@ private:
   /// Reads the whole log once into the archive; its revision.
   caf::expected<int64_t> read_all();
 
+  /// Renews the mark's lease and writes the mark, every second.
+  void mark_loop();
+
+  /// Writes the mark when the archive moved on.
+  void publish();
+
   std::shared_ptr<client> client_;
   layout keys_;
   event_log& archive_;
+  std::string replica_;
   std::unique_ptr<watcher> watch_;
+  std::thread marker_;
+  std::condition_variable marker_cv_;
+  bool stopping_ = false;
+  int64_t lease_ = 0;
+  int64_t published_ = 0;
   mutable std::mutex mtx_;
   int64_t revision_ = 0;
   uint64_t records_ = 0;

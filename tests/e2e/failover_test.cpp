@@ -389,3 +389,58 @@ TEST_CASE("e2e failover: killing etcd's leader mid-flow moves no recoverd "
   CHECK(r.b->proc->read_line_after("recoverd: leading on ", 500ms).empty());
   CHECK(agent.failovers() == 0);
 }
+
+TEST_CASE("e2e failover: etcd keeps each job's latest snapshot and what "
+          "follows; a replica that joins later takes over from them") {
+  SKIP_WITHOUT_ETCD();
+  auto& etcd = shared_etcd();
+  // A snapshot every 4 events, so that a recovery leaves several.
+  std::vector<std::string> extra{"--snapshot-every", "4", "--fault-flush-wait",
+                                 "0", "--resource-release-wait", "0"};
+  pair_of_replicas r{"late-joiner", extra};
+  REQUIRE(ctl(r.a->address, "job put " + (r.dir / "job.json")).first == 0);
+  recoverd::agent::client agent{r.agents_target(), "e2e-job"};
+  REQUIRE(agent.init_clusterd().code() == 0);
+  agent.start_subscribe();
+  std::this_thread::sleep_for(300ms);
+  REQUIRE(agent.report_process_fault({{"2", "1"}}).code() == 0);
+  REQUIRE(agent.next_signal(15s));
+  for (int i = 0; i < 150 && state_on(r.a->address) != "WaitReportStopCompleteState"; ++i)
+    std::this_thread::sleep_for(20ms);
+  REQUIRE(agent.report_stop_complete(0).code() == 0);
+  REQUIRE(agent.next_signal(15s));
+  REQUIRE(agent.report_recover_strategy({"recover"}).code() == 0);
+  REQUIRE(agent.next_signal(15s));
+  REQUIRE(agent.report_recover_status(0, "recover").code() == 0);
+  agent.stop();
+  auto history = event_seqs("--server " + r.a->address);
+  REQUIRE(history.size() >= 12);
+  MESSAGE("etcd no longer holds the first events");
+  std::this_thread::sleep_for(1500ms); // the standby's mark moves on
+  REQUIRE(ctl(r.a->address, "annotate e2e-job team=a").first == 0);
+  auto log = etcd_get(etcd, "/recoverd/late-joiner/log/e2e-job/");
+  REQUIRE(!log.empty());
+  CHECK(log.size() < history.size());
+  MESSAGE("a third replica joins with an empty data directory; the first "
+          "two go");
+  replica c{r.dir / "c", etcd, "late-joiner", extra};
+  CHECK(c.get("/readyz") == 503);
+  r.b->proc->kill(SIGKILL);
+  r.b->proc->wait();
+  r.a->proc->kill(SIGKILL);
+  r.a->proc->wait();
+  REQUIRE(c.leads());
+  auto [rc, got] = ctl(c.address, "job get e2e-job -o json");
+  REQUIRE(rc == 0);
+  CHECK(got.find("\"recoveryState\": \"INIT\"") != std::string::npos);
+  CHECK(got.find("\"lastOutcome\": \"recover-success\"") != std::string::npos);
+  CHECK(got.find("\"team\": \"a\"") != std::string::npos);
+  MESSAGE("its archive starts at a snapshot; b's holds the whole history");
+  auto joined = event_seqs("--server " + c.address);
+  REQUIRE(!joined.empty());
+  CHECK(joined.front() > 1);
+  CHECK(joined.back() == history.back() + 1);
+  auto kept = event_seqs("--data-dir " + (r.dir / "b/data"));
+  REQUIRE(kept.size() == history.size() + 1);
+  CHECK(kept.front() == 1);
+}

@@ -635,11 +635,12 @@ TEST_CASE("etcd records of every kind name their stream; other keys are "
 }
 
 TEST_CASE("etcd authority and archive: a follower's log gets every record "
-          "the leader commits, once") {
+          "the leader commits, once; etcd keeps a stream's latest snapshot "
+          "and what follows, once every archive holds the rest") {
   leading replica{"archive"};
   if (!replica.start())
     return;
-  etcd_authority authority{*replica.log};
+  etcd_authority authority{*replica.log, *replica.election, replica.c, 0ms};
   auto commit = [&](uint64_t from, uint64_t to, bool snapshot) {
     std::vector<snapshot_record> snaps;
     fleet_records fleet;
@@ -649,15 +650,49 @@ TEST_CASE("etcd authority and archive: a follower's log gets every record "
     auto err = authority.commit(records("a", from, to), snaps, fleet);
     REQUIRE_MESSAGE(!err, message_of(err));
   };
-  commit(1, 5, true);
+  auto open_archive = [](const std::string& path) {
+    recoverd::storage::event_log_options opts;
+    opts.path = path;
+    auto log = recoverd::storage::event_log::open(opts);
+    REQUIRE(log);
+    return std::move(*log);
+  };
   recoverd::test::temp_dir dir;
-  recoverd::storage::event_log_options opts;
-  opts.path = dir / "archive";
-  auto archive = recoverd::storage::event_log::open(opts);
-  REQUIRE(archive);
-  archive_follower follower{replica.c, replica.keys, **archive};
+  auto archive = open_archive(dir / "archive");
+  archive_follower follower{replica.c, replica.keys, *archive, "replica-1"};
   REQUIRE_FALSE(follower.start());
+  auto mark = replica.c->get(archived_key(replica.keys, "replica-1"));
+  REQUIRE(mark);
+  REQUIRE(*mark);
+  commit(1, 5, true);
+  MESSAGE("the snapshot's trim waits for the follower's archive");
+  CHECK(authority.pending_trims() == 1);
+  for (int i = 0; i < 200 && follower.archived_records() < 11; ++i)
+    std::this_thread::sleep_for(10ms);
   CHECK(follower.archived_records() == 11);
+  size_t trimmed = 0;
+  for (int i = 0; i < 50 && trimmed == 0; ++i) {
+    std::this_thread::sleep_for(100ms);
+    auto t = authority.trim();
+    REQUIRE_MESSAGE(t, message_of(t.error()));
+    trimmed = *t;
+  }
+  CHECK(trimmed == 1);
+  CHECK(authority.pending_trims() == 0);
+  auto left = replica.log->read("a", 1, 100);
+  REQUIRE(left);
+  REQUIRE(left->size() == 1);
+  CHECK(left->front().seq == 5);
+  MESSAGE("a new replica's archive starts at the snapshot");
+  auto fresh_log = open_archive(dir / "fresh");
+  archive_follower fresh{replica.c, replica.keys, *fresh_log};
+  REQUIRE_FALSE(fresh.start());
+  CHECK(fresh.archived_records() == 7);
+  auto fresh_snap = fresh_log->snapshot("a");
+  REQUIRE(fresh_snap);
+  REQUIRE(*fresh_snap);
+  CHECK((*fresh_snap)->seq == 5);
+  fresh.stop();
   MESSAGE("later commits arrive by the watch");
   commit(6, 9, false);
   for (int i = 0; i < 200 && follower.archived_records() < 19; ++i)
@@ -665,23 +700,27 @@ TEST_CASE("etcd authority and archive: a follower's log gets every record "
   CHECK(follower.archived_records() == 19);
   commit(10, 12, true);
   MESSAGE("catching up reads what the watch may not have delivered yet, and "
-          "stores nothing twice");
+          "stores nothing twice; a leader's follower leaves no mark");
   REQUIRE_FALSE(follower.catch_up());
   CHECK(follower.archived_records() == 26);
   REQUIRE_FALSE(follower.catch_up());
   CHECK(follower.archived_records() == 26);
-  auto events = (*archive)->read("a", 1, 100);
+  mark = replica.c->get(archived_key(replica.keys, "replica-1"));
+  REQUIRE(mark);
+  CHECK_FALSE(*mark);
+  MESSAGE("the first follower's archive holds the whole history");
+  auto events = archive->read("a", 1, 100);
   REQUIRE(events);
   REQUIRE(events->size() == 12);
   auto want = records("a", 1, 12);
   for (size_t i = 0; i < want.size(); ++i)
     CHECK((*events)[i].bytes == want[i].bytes);
-  auto snap = (*archive)->snapshot("a");
+  auto snap = archive->snapshot("a");
   REQUIRE(snap);
   REQUIRE(*snap);
   CHECK((*snap)->seq == 12);
   CHECK((*snap)->bytes == "snap-a-12");
-  auto fleet = (*archive)->read_fleet("nodes");
+  auto fleet = archive->read_fleet("nodes");
   REQUIRE(fleet);
   REQUIRE(fleet->events.size() == 12);
   CHECK(fleet->events.back().bytes == records("nodes", 12, 12)[0].bytes);
