@@ -103,8 +103,15 @@ replica_end run_replica(app_options opts, const replica_options& replica,
   auto dir = std::filesystem::absolute(opts.data_dir, ec).string();
   auto follower = std::make_unique<etcd::archive_follower>(
     *client, keys, **archive, std::string{host} + ":" + dir);
-  if (auto err = follower->start())
-    return fail(err);
+  // etcd unreachable: wait for it as a standby would, not exit.
+  for (auto err = follower->start(); err; err = follower->start()) {
+    ES_WARN("recoverd standby cannot read etcd's log yet: {}",
+            message_of(err));
+    std::unique_lock<std::mutex> lock{out->mtx};
+    if (out->cv.wait_for(lock, std::chrono::seconds(1),
+                         [&out] { return out->stop.load(); }))
+      return replica_end::stopped;
+  }
   // The standby serves UNAVAILABLE until this replica leads.
   standby_options sopts;
   sopts.listen = opts.listen;

@@ -220,6 +220,16 @@ caf::error leader_election::resign() {
   return {};
 }
 
+void leader_election::give_up(caf::error why) {
+  int64_t epoch = 0;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    epoch = epoch_;
+  }
+  step_down(epoch, std::move(why));
+  (void) resign();
+}
+
 void leader_election::start_term(int64_t lease_id, int64_t epoch,
                                  clock::time_point expires) {
   {

@@ -95,6 +95,11 @@ public:
   /// Ends this replica's term: revokes its lease, deleting the leader key.
   [[nodiscard]] caf::error resign();
 
+  /// Ends this replica's term because it can no longer vouch for what it
+  /// wrote (an append whose outcome is unknown): reports `why` as a lost
+  /// term (`loss_handler`), then resigns as far as etcd can be reached.
+  void give_up(caf::error why);
+
   /// The options.
   const election_options& options() const {
     return opts_;

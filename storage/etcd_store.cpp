@@ -137,8 +137,18 @@ caf::error etcd_authority::commit(const std::vector<log_record>& events,
   if (batch.empty())
     return caf::none;
   auto done = log_.append(batch);
-  if (!done)
-    return done.error();
+  if (!done) {
+    if (errc_of(done.error()) == errc::deposed)
+      return done.error();
+    // Unknown what etcd kept of the batch (a Txn without an answer, or the
+    // first of several stored): the jobs here do not apply it, and would
+    // write other bytes at the same seqs. Only a replica that rebuilds its
+    // jobs from etcd may lead again.
+    auto why = make_error(errc::deposed, "etcd append failed, stepping down: "
+                                           + message_of(done.error()));
+    election_.give_up(why);
+    return why;
+  }
   for (const auto& x : snapshots)
     pending_.push_back({stream_of(record_kind::snapshot, x.job_id), x.seq,
                         done->revision});

@@ -726,6 +726,27 @@ TEST_CASE("etcd authority and archive: a follower's log gets every record "
   CHECK(fleet->events.back().bytes == records("nodes", 12, 12)[0].bytes);
 }
 
+TEST_CASE("etcd authority: an append it cannot vouch for ends the term") {
+  leading replica{"give-up"};
+  if (!replica.start())
+    return;
+  etcd_authority authority{*replica.log, *replica.election, replica.c};
+  REQUIRE_FALSE(authority.commit(records("a", 1, 3), {}, {}));
+  MESSAGE("the same seqs with other bytes: etcd holds the first ones");
+  auto err = authority.commit(records("a", 1, 3, 32), {}, {});
+  CHECK(errc_of(err) == errc::deposed);
+  CHECK(message_of(err).find("stepping down") != std::string::npos);
+  CHECK(replica.lost == 1);
+  CHECK_FALSE(replica.election->leading());
+  MESSAGE("nothing more is written, and the leader key is gone");
+  CHECK(errc_of(authority.commit(records("a", 4, 4), {}, {}))
+        == errc::deposed);
+  auto key = replica.c->get(replica.keys.leader_key());
+  REQUIRE(key);
+  CHECK_FALSE(*key);
+  check_job(*replica.log, "a", 1, 3);
+}
+
 TEST_CASE("etcd over TLS with a client certificate") {
   if (!etcd_cluster::available()) {
     MESSAGE("skipped: ", etcd_cluster::binary, " is not installed");
