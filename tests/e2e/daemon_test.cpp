@@ -20,6 +20,7 @@
 #include "agent.hpp"
 #include "fixtures/daemon.hpp"
 #include "fixtures/process.hpp"
+#include "fixtures/recovery_drive.hpp"
 #include "fixtures/temp_dir.hpp"
 #include "recover.grpc.pb.h"
 #include "storage/event_codec.hpp"
@@ -316,40 +317,7 @@ void crash_at(const std::string& kill_at) {
     d = std::make_unique<running_daemon>(dir, address, waits);
     wait_reachable(agent);
   };
-  if (kill_at != "NotifyStopTrainState") {
-    agent.start_subscribe();
-    std::this_thread::sleep_for(300ms);
-  }
-  REQUIRE(agent.report_process_fault({{"2", "1"}}).code() == 0);
-  if (kill_at == "NotifyStopTrainState") {
-    // Nobody is subscribed: the stopTrain waits in the outbox.
-    crash();
-    agent.start_subscribe();
-  }
-  auto stop = agent.next_signal(5s);
-  REQUIRE(stop);
-  REQUIRE(stop->signaltype() == "stopTrain");
-  auto uuid = stop->uuid();
-  if (kill_at == "WaitReportStopCompleteState")
-    crash();
-  REQUIRE(agent.report_stop_complete(0).code() == 0);
-  if (kill_at == "WaitFaultFlushFinishedState"
-      || kill_at == "NotifyGlobalFaultState")
-    crash();
-  auto global = agent.next_signal(5s);
-  REQUIRE(global);
-  CHECK(global->signaltype() == "globalFault");
-  CHECK(global->uuid() == uuid);
-  if (kill_at == "WaitReportRecoverStrategyState")
-    crash();
-  REQUIRE(agent.report_recover_strategy({"recover", "dump"}).code() == 0);
-  auto change = agent.next_signal(5s);
-  REQUIRE(change);
-  CHECK(change->changestrategy() == "recover");
-  CHECK(change->uuid() == uuid);
-  if (kill_at == "WaitReportProcessRecoverStatusState")
-    crash();
-  REQUIRE(agent.report_recover_status(0, "recover").code() == 0);
+  drive_recovery(agent, kill_at, crash, 5s);
   auto [rc, got] = ctl(address, "job get e2e-job --output json");
   CHECK(got.find("\"recoveryState\": \"INIT\"") != std::string::npos);
   CHECK(got.find("\"lastOutcome\": \"recover-success\"") != std::string::npos);
@@ -369,11 +337,7 @@ void crash_at(const std::string& kill_at) {
 } // namespace
 
 TEST_CASE("e2e crash test: SIGKILL once at each state of a recovery") {
-  for (const char* at :
-       {"NotifyStopTrainState", "WaitReportStopCompleteState",
-        "WaitFaultFlushFinishedState", "NotifyGlobalFaultState",
-        "WaitReportRecoverStrategyState",
-        "WaitReportProcessRecoverStatusState"})
+  for (const char* at : recovery_crash_states)
     crash_at(at);
 }
 

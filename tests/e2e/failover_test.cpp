@@ -17,6 +17,7 @@
 #include "agent.hpp"
 #include "fixtures/etcd_cluster.hpp"
 #include "fixtures/process.hpp"
+#include "fixtures/recovery_drive.hpp"
 #include "fixtures/temp_dir.hpp"
 
 using namespace recoverd::test;
@@ -231,40 +232,7 @@ void failover_at(const std::string& kill_at, int run) {
     leader = r.b->address;
     CHECK(r.b->get("/readyz") == 200);
   };
-  if (kill_at != "NotifyStopTrainState") {
-    agent.start_subscribe();
-    std::this_thread::sleep_for(300ms);
-  }
-  REQUIRE(agent.report_process_fault({{"2", "1"}}).code() == 0);
-  if (kill_at == "NotifyStopTrainState") {
-    crash();
-    agent.start_subscribe();
-  }
-  auto stop = agent.next_signal(15s);
-  REQUIRE(stop);
-  REQUIRE(stop->signaltype() == "stopTrain");
-  auto uuid = stop->uuid();
-  if (kill_at == "WaitReportStopCompleteState")
-    crash();
-  auto ack = agent.report_stop_complete(0);
-  REQUIRE_MESSAGE(ack.code() == 0, ack.info());
-  if (kill_at == "WaitFaultFlushFinishedState"
-      || kill_at == "NotifyGlobalFaultState")
-    crash();
-  auto global = agent.next_signal(15s);
-  REQUIRE(global);
-  CHECK(global->signaltype() == "globalFault");
-  CHECK(global->uuid() == uuid);
-  if (kill_at == "WaitReportRecoverStrategyState")
-    crash();
-  REQUIRE(agent.report_recover_strategy({"recover", "dump"}).code() == 0);
-  auto change = agent.next_signal(15s);
-  REQUIRE(change);
-  CHECK(change->changestrategy() == "recover");
-  CHECK(change->uuid() == uuid);
-  if (kill_at == "WaitReportProcessRecoverStatusState")
-    crash();
-  REQUIRE(agent.report_recover_status(0, "recover").code() == 0);
+  drive_recovery(agent, kill_at, crash, 15s);
   agent.stop();
   REQUIRE(leader == r.b->address);
   auto [rc, got] = ctl(leader, "job get e2e-job -o json");
@@ -288,11 +256,7 @@ TEST_CASE("e2e failover: SIGKILL the leader at each state of a recovery; the "
           "standby finishes it with the same uuid") {
   SKIP_WITHOUT_ETCD();
   int run = 0;
-  for (const char* at :
-       {"NotifyStopTrainState", "WaitReportStopCompleteState",
-        "WaitFaultFlushFinishedState", "NotifyGlobalFaultState",
-        "WaitReportRecoverStrategyState",
-        "WaitReportProcessRecoverStatusState"})
+  for (const char* at : recovery_crash_states)
     failover_at(at, ++run);
 }
 
