@@ -34,27 +34,6 @@ namespace {
 const std::string daemon_bin = RECOVERD_BIN;
 const std::string ctl_bin = RECOVERCTL_BIN;
 
-const char* job_file = R"({
-  "jobId": "e2e-job",
-  "name": "e2e",
-  "namespace": "ml",
-  "framework": "mindspore",
-  "recoverStrategies": ["retry", "recover", "dump"],
-  "processRecoverEnable": true,
-  "annotations": {"team": "a"},
-  "pods": [
-    {"podRank": 0, "uid": "u0", "nodeName": "n0", "running": true,
-     "devices": [{"deviceId": "0", "rankId": "0"}, {"deviceId": "1", "rankId": "1"}]},
-    {"podRank": 1, "uid": "u1", "nodeName": "n1", "running": true,
-     "devices": [{"deviceId": "0", "rankId": "2"}, {"deviceId": "1", "rankId": "3"}]}
-  ]
-})";
-
-std::pair<int, std::string> ctl(const std::string& server,
-                                const std::string& args) {
-  return run_command(ctl_bin + " --server " + server + " " + args);
-}
-
 ::Status call_unary(::Recover::Stub& stub, bool reg, const std::string& job) {
   ::ClientInfo who;
   who.set_jobid(job);

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent.hpp"
+#include "fixtures/daemon.hpp"
 #include "fixtures/etcd_cluster.hpp"
 #include "fixtures/process.hpp"
 #include "fixtures/recovery_drive.hpp"
@@ -26,27 +27,6 @@ using namespace std::chrono_literals;
 namespace {
 
 const std::string ctl_bin = RECOVERCTL_BIN;
-
-const char* job_file = R"({
-  "jobId": "e2e-job",
-  "name": "e2e",
-  "namespace": "ml",
-  "framework": "mindspore",
-  "recoverStrategies": ["retry", "recover", "dump"],
-  "processRecoverEnable": true,
-  "pods": [
-    {"podRank": 0, "uid": "u0", "nodeName": "n0", "running": true,
-     "devices": [{"deviceId": "0", "rankId": "0"}, {"deviceId": "1", "rankId": "1"}]},
-    {"podRank": 1, "uid": "u1", "nodeName": "n1", "running": true,
-     "devices": [{"deviceId": "0", "rankId": "2"}, {"deviceId": "1", "rankId": "3"}]}
-  ]
-})";
-
-std::pair<int, std::string> ctl(const std::string& server,
-                                const std::string& args) {
-  return run_command(ctl_bin + " --server " + server + " --timeout 5s "
-                     + args);
-}
 
 std::string join(const std::vector<std::string>& xs) {
   std::string out;
@@ -381,7 +361,7 @@ TEST_CASE("e2e failover: etcd keeps each job's latest snapshot and what "
   REQUIRE(history.size() >= 12);
   MESSAGE("etcd no longer holds the first events");
   std::this_thread::sleep_for(1500ms); // the standby's mark moves on
-  REQUIRE(ctl(r.a->address, "annotate e2e-job team=a").first == 0);
+  REQUIRE(ctl(r.a->address, "annotate e2e-job team=b").first == 0);
   auto log = etcd_get(etcd, "/recoverd/late-joiner/log/e2e-job/");
   REQUIRE(!log.empty());
   CHECK(log.size() < history.size());
@@ -398,7 +378,7 @@ TEST_CASE("e2e failover: etcd keeps each job's latest snapshot and what "
   REQUIRE(rc == 0);
   CHECK(got.find("\"recoveryState\": \"INIT\"") != std::string::npos);
   CHECK(got.find("\"lastOutcome\": \"recover-success\"") != std::string::npos);
-  CHECK(got.find("\"team\": \"a\"") != std::string::npos);
+  CHECK(got.find("\"team\": \"b\"") != std::string::npos);
   MESSAGE("its archive starts at a snapshot; b's holds the whole history");
   auto joined = event_seqs("--server " + c.address);
   REQUIRE(!joined.empty());
