@@ -101,17 +101,28 @@ replica_end run_replica(app_options opts, const replica_options& replica,
   ::gethostname(host, sizeof(host) - 1);
   std::error_code ec;
   auto dir = std::filesystem::absolute(opts.data_dir, ec).string();
-  auto follower = std::make_unique<etcd::archive_follower>(
-    *client, keys, **archive, std::string{host} + ":" + dir);
-  // etcd unreachable: wait for it as a standby would, not exit.
-  for (auto err = follower->start(); err; err = follower->start()) {
-    ES_WARN("recoverd standby cannot read etcd's log yet: {}",
-            message_of(err));
-    std::unique_lock<std::mutex> lock{out->mtx};
-    if (out->cv.wait_for(lock, std::chrono::seconds(1),
-                         [&out] { return out->stop.load(); }))
-      return replica_end::stopped;
-  }
+  auto name = std::string{host} + ":" + dir;
+  std::unique_ptr<etcd::archive_follower> follower;
+  // Follows etcd's log; while etcd cannot be read, waits as a standby
+  // would, not exit. False when a signal came first.
+  auto follow = [&] {
+    for (;;) {
+      follower.reset();
+      follower = std::make_unique<etcd::archive_follower>(*client, keys,
+                                                          **archive, name);
+      auto err = follower->start();
+      if (!err)
+        return true;
+      ES_WARN("recoverd standby cannot read etcd's log yet: {}",
+              message_of(err));
+      std::unique_lock<std::mutex> lock{out->mtx};
+      if (out->cv.wait_for(lock, std::chrono::seconds(1),
+                           [&out] { return out->stop.load(); }))
+        return false;
+    }
+  };
+  if (!follow())
+    return replica_end::stopped;
   // The standby serves UNAVAILABLE until this replica leads.
   standby_options sopts;
   sopts.listen = opts.listen;
@@ -153,8 +164,15 @@ replica_end run_replica(app_options opts, const replica_options& replica,
       break;
     if (errc_of(err) == errc::invalid_argument)
       return fail(err);
-    if (auto lag = follower->failure())
-      return fail(lag);
+    // A watch that ended (etcd compacted past it, or unreachable too
+    // long): read the log afresh; each record is still stored once.
+    if (auto lag = follower->failure()) {
+      ES_WARN("recoverd standby's watch of etcd's log ended: {}; reading it "
+              "again",
+              message_of(lag));
+      if (!follow())
+        return replica_end::stopped;
+    }
   }
   // Leading: the archive takes the rest of etcd's log, then the app opens
   // it and replays (its pending signals go out again with their uuids).

@@ -114,10 +114,42 @@ std::string archived_key(const layout& keys, const std::string& replica) {
 
 etcd_authority::etcd_authority(etcd_log& log, leader_election& election,
                                std::shared_ptr<client> c,
-                               std::chrono::milliseconds trim_interval)
+                               std::chrono::milliseconds trim_interval,
+                               std::chrono::milliseconds compact_interval)
   : log_(log), election_(election), client_(std::move(c)),
-    trim_interval_(trim_interval) {
+    trim_interval_(trim_interval), compact_interval_(compact_interval),
+    last_compact_(std::chrono::steady_clock::now()) {
   // nop
+}
+
+caf::expected<std::pair<int64_t, int64_t>> etcd_authority::reach() {
+  auto prefix = log_.keys().root() + "archived/";
+  auto marks = client_->range({prefix, prefix_end(prefix)});
+  if (!marks)
+    return marks.error();
+  auto result = std::numeric_limits<int64_t>::max();
+  for (const auto& kv : marks->kvs) {
+    char* end = nullptr;
+    auto x = std::strtoll(kv.value.c_str(), &end, 10);
+    result = std::min<int64_t>(result, end != kv.value.c_str() ? x : 0);
+  }
+  return std::make_pair(result, marks->revision);
+}
+
+caf::expected<int64_t> etcd_authority::compact_history() {
+  auto r = reach();
+  if (!r)
+    return r.error();
+  auto target = std::min(r->first, r->second);
+  if (target <= compacted_)
+    return int64_t{0};
+  // A revision compacted already (by etcd's own auto-compaction) is no
+  // failure: the history before it is gone either way.
+  if (auto err = client_->compact(target);
+      err && errc_of(err) != errc::history_purged)
+    return err;
+  compacted_ = target;
+  return target;
 }
 
 caf::error etcd_authority::commit(const std::vector<log_record>& events,
@@ -162,6 +194,10 @@ caf::error etcd_authority::commit(const std::vector<log_record>& events,
     // again later, and a deposed replica's next append fails anyway.
     (void) trim();
   }
+  if (now - last_compact_ >= compact_interval_) {
+    last_compact_ = now;
+    (void) compact_history();
+  }
   return caf::none;
 }
 
@@ -169,17 +205,10 @@ caf::expected<size_t> etcd_authority::trim() {
   if (pending_.empty())
     return size_t{0};
   const auto& keys = log_.keys();
-  auto prefix = keys.root() + "archived/";
-  auto marks = client_->range({prefix, prefix_end(prefix)});
-  if (!marks)
-    return marks.error();
-  // How far every archive that says so reaches; none: nothing holds back.
-  auto reach = std::numeric_limits<int64_t>::max();
-  for (const auto& kv : marks->kvs) {
-    char* end = nullptr;
-    auto x = std::strtoll(kv.value.c_str(), &end, 10);
-    reach = std::min<int64_t>(reach, end != kv.value.c_str() ? x : 0);
-  }
+  auto r = reach();
+  if (!r)
+    return r.error();
+  auto reach = r->first;
   // The latest snapshot of each stream that every archive holds.
   std::map<std::string, uint64_t> cut;
   std::vector<pending_trim> later;

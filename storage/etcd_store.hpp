@@ -73,11 +73,13 @@ public:
   /// Appends through `log` and trims through `election`, both reading and
   /// writing the keys of `keys` over `c`; `log` and `election` must outlive
   /// it. Trims run at most every `trim_interval` (zero: after every
-  /// commit).
+  /// commit), compactions every `compact_interval`.
   etcd_authority(etcd_log& log, leader_election& election,
                  std::shared_ptr<client> c,
                  std::chrono::milliseconds trim_interval
-                 = std::chrono::seconds(1));
+                 = std::chrono::seconds(1),
+                 std::chrono::milliseconds compact_interval
+                 = std::chrono::minutes(1));
 
   [[nodiscard]] caf::error commit(const std::vector<log_record>& events,
                                   const std::vector<snapshot_record>& snapshots,
@@ -87,6 +89,12 @@ public:
   /// number of streams trimmed. Fenced: `errc::deposed` once the term is
   /// over.
   [[nodiscard]] caf::expected<size_t> trim();
+
+  /// Compacts etcd's revision history up to the revision every archive
+  /// that marks its reach has passed (the current one when none does), so
+  /// that no follower's watch loses a change it still needs; the revision
+  /// compacted to, 0 when there was nothing to compact.
+  [[nodiscard]] caf::expected<int64_t> compact_history();
 
   /// Snapshots whose older records still wait for the archives.
   size_t pending_trims() const {
@@ -103,8 +111,15 @@ private:
   etcd_log& log_;
   leader_election& election_;
   std::shared_ptr<client> client_;
+  /// How far every marking archive reaches (int64 max: none marks), and
+  /// the store's revision when read.
+  caf::expected<std::pair<int64_t, int64_t>> reach();
+
   std::chrono::milliseconds trim_interval_;
+  std::chrono::milliseconds compact_interval_;
   std::chrono::steady_clock::time_point last_trim_;
+  std::chrono::steady_clock::time_point last_compact_;
+  int64_t compacted_ = 0;
   std::vector<pending_trim> pending_;
 };
 

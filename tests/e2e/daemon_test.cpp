@@ -276,21 +276,10 @@ void crash_at(const std::string& kill_at) {
   REQUIRE(ctl(address, "job put " + (dir / "job.json")).first == 0);
   recoverd::agent::client agent{address, "e2e-job"};
   REQUIRE(agent.init_clusterd().code() == 0);
-  auto state = [&] {
-    auto [rc, got] = ctl(address, "job get e2e-job --output json");
-    auto key = std::string{"\"recoveryState\": \""};
-    auto at = got.find(key);
-    if (rc != 0 || at == std::string::npos)
-      return std::string{};
-    at += key.size();
-    return got.substr(at, got.find('"', at) - at);
-  };
   auto crash = [&] {
     // The delivery of the last signal becomes durable a moment after the
     // agent has it.
-    for (int i = 0; i < 100 && state() != kill_at; ++i)
-      std::this_thread::sleep_for(20ms);
-    REQUIRE(state() == kill_at);
+    wait_state(address, kill_at);
     d->proc->kill(SIGKILL);
     REQUIRE(d->proc->wait() == 128 + SIGKILL);
     d = std::make_unique<running_daemon>(dir, address, waits);
@@ -605,21 +594,10 @@ void om_crash_at(bool stress, const std::string& kill_at) {
   REQUIRE(ctl(address, "job put " + (dir / "job.json")).first == 0);
   recoverd::agent::client agent{address, "e2e-job"};
   REQUIRE(agent.init_clusterd().code() == 0);
-  auto state = [&] {
-    auto [rc, got] = ctl(address, "job get e2e-job --output json");
-    auto key = std::string{"\"recoveryState\": \""};
-    auto at = got.find(key);
-    if (rc != 0 || at == std::string::npos)
-      return std::string{};
-    at += key.size();
-    return got.substr(at, got.find('"', at) - at);
-  };
   auto crash_if = [&](const std::string& here) {
     if (here != kill_at)
       return;
-    for (int i = 0; i < 100 && state() != kill_at; ++i)
-      std::this_thread::sleep_for(20ms);
-    REQUIRE(state() == kill_at);
+    wait_state(address, kill_at);
     d->proc->kill(SIGKILL);
     REQUIRE(d->proc->wait() == 128 + SIGKILL);
     d = std::make_unique<running_daemon>(dir, address);
@@ -1011,24 +989,6 @@ TEST_CASE("e2e: recoverctl status lists every component of the daemon, one "
 // -- re-delivery of the awaited signal (design §4.1) ------------------------------
 
 namespace {
-
-std::string recovery_state_of(const std::string& address) {
-  auto [rc, got] = ctl(address, "job get e2e-job --output json");
-  auto key = std::string{"\"recoveryState\": \""};
-  auto at = got.find(key);
-  if (rc != 0 || at == std::string::npos)
-    return {};
-  at += key.size();
-  return got.substr(at, got.find('"', at) - at);
-}
-
-// Waits until the job is in `state`: a delivery is durable once the job
-// shows the wait that follows it.
-void wait_state(const std::string& address, const std::string& state) {
-  for (int i = 0; i < 250 && recovery_state_of(address) != state; ++i)
-    std::this_thread::sleep_for(20ms);
-  REQUIRE(recovery_state_of(address) == state);
-}
 
 /// Every agent signal as the stream delivered it, re-deliveries included
 /// (the client's queue has each once).

@@ -79,17 +79,6 @@ struct replica {
   }
 };
 
-/// The job's recovery state on `server`, empty when it does not answer.
-std::string state_on(const std::string& server) {
-  auto [rc, got] = ctl(server, "job get e2e-job -o json");
-  auto key = std::string{"\"recoveryState\": \""};
-  auto at = got.find(key);
-  if (rc != 0 || at == std::string::npos)
-    return {};
-  at += key.size();
-  return got.substr(at, got.find('"', at) - at);
-}
-
 /// The seqs of the job's events as `recoverctl events` lists them (from a
 /// daemon or, with `--data-dir`, from a data directory).
 std::vector<uint64_t> event_seqs(const std::string& args) {
@@ -203,9 +192,7 @@ void failover_at(const std::string& kill_at, int run) {
   REQUIRE(agent.init_clusterd().code() == 0);
   auto leader = r.a->address;
   auto crash = [&] {
-    for (int i = 0; i < 150 && state_on(leader) != kill_at; ++i)
-      std::this_thread::sleep_for(20ms);
-    REQUIRE(state_on(leader) == kill_at);
+    wait_state(leader, kill_at);
     r.a->proc->kill(SIGKILL);
     REQUIRE(r.a->proc->wait() == 128 + SIGKILL);
     REQUIRE(r.b->leads());
@@ -311,10 +298,7 @@ TEST_CASE("e2e failover: killing etcd's leader mid-flow moves no recoverd "
   etcd.kill(*etcd_leader, SIGKILL);
   MESSAGE("the delivery of stopTrain becomes durable once etcd has a new "
           "leader");
-  for (int i = 0; i < 500 && state_on(r.a->address) != "WaitReportStopCompleteState";
-       ++i)
-    std::this_thread::sleep_for(20ms);
-  REQUIRE(state_on(r.a->address) == "WaitReportStopCompleteState");
+  wait_state(r.a->address, "WaitReportStopCompleteState");
   auto ack = agent.report_stop_complete(0);
   REQUIRE_MESSAGE(ack.code() == 0, ack.info());
   auto global = agent.next_signal(15s);
@@ -349,8 +333,7 @@ TEST_CASE("e2e failover: etcd keeps each job's latest snapshot and what "
   std::this_thread::sleep_for(300ms);
   REQUIRE(agent.report_process_fault({{"2", "1"}}).code() == 0);
   REQUIRE(agent.next_signal(15s));
-  for (int i = 0; i < 150 && state_on(r.a->address) != "WaitReportStopCompleteState"; ++i)
-    std::this_thread::sleep_for(20ms);
+  wait_state(r.a->address, "WaitReportStopCompleteState");
   REQUIRE(agent.report_stop_complete(0).code() == 0);
   REQUIRE(agent.next_signal(15s));
   REQUIRE(agent.report_recover_strategy({"recover"}).code() == 0);

@@ -693,6 +693,15 @@ TEST_CASE("etcd authority and archive: a follower's log gets every record "
   REQUIRE(*fresh_snap);
   CHECK((*fresh_snap)->seq == 5);
   fresh.stop();
+  MESSAGE("history is compacted only as far as the follower's archive "
+          "reaches, so its watch goes on");
+  auto compacted = authority.compact_history();
+  REQUIRE_MESSAGE(compacted, message_of(compacted.error()));
+  CHECK(*compacted > 0);
+  CHECK(*compacted <= follower.archived_revision());
+  auto again = authority.compact_history();
+  REQUIRE(again);
+  CHECK(*again == 0);
   MESSAGE("later commits arrive by the watch");
   commit(6, 9, false);
   for (int i = 0; i < 200 && follower.archived_records() < 19; ++i)
