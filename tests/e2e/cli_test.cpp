@@ -24,7 +24,7 @@ TEST_CASE("e2e cli: every binary answers --version") {
   for (const char* name :
        {"recoverd", "recoverctl", "recoverd-sim", "dst", "recoverd-fuzz",
         "recovery_bench", "storm_bench", "startup_bench", "step_bench",
-        "memory_bench", "journal_bench"}) {
+        "memory_bench", "journal_bench", "failover_bench"}) {
     auto bin = build_dir() + "/" + name;
     REQUIRE_MESSAGE(std::filesystem::exists(bin), bin);
     auto [rc, out] = run_command(bin + " --version");
@@ -80,4 +80,37 @@ TEST_CASE("e2e cli: --config refuses unknown keys and sections, naming them") {
   auto [ok_rc, ok_out] = run_with("report-timeout = \"5s\"\nsync = \"batch\"\n");
   INFO(ok_out);
   CHECK(ok_rc == 0);
+}
+
+TEST_CASE("e2e cli: --store and the etcd flags refuse what cannot work, "
+          "before anything starts") {
+  temp_dir dir;
+  auto daemon = std::string{RECOVERD_BIN} + " --listen 127.0.0.1:0 "
+                + "--http-listen off --data-dir " + (dir / "data") + " ";
+  struct refusal {
+    const char* args;
+    const char* says;
+  };
+  for (auto [args, says] :
+       {refusal{"--store bogus", "--store"},
+        refusal{"--store etcd", "endpoint"},
+        refusal{"--etcd-endpoints 127.0.0.1:2379", "needs --store etcd"},
+        refusal{"--store etcd --etcd-endpoints 127.0.0.1:2379 "
+                "--etcd-lease-ttl 1s",
+                "TTL"},
+        refusal{"--store etcd --etcd-endpoints 127.0.0.1:2379 "
+                "--etcd-lease-ttl soon",
+                "--etcd-lease-ttl"},
+        refusal{"--store etcd --etcd-endpoints 127.0.0.1:2379 "
+                "--etcd-cluster a/b",
+                "cluster name"},
+        refusal{"--store etcd --etcd-endpoints 127.0.0.1:2379 "
+                "--etcd-ca /nonexistent/ca.pem",
+                "/nonexistent/ca.pem"}}) {
+    CAPTURE(args);
+    auto [rc, out] = run_command(daemon + args);
+    CHECK(rc == 2);
+    CHECK_MESSAGE(out.find(says) != std::string::npos, out);
+  }
+  CHECK_FALSE(std::filesystem::exists(dir / "data"));
 }

@@ -98,6 +98,8 @@ int main(int argc, char** argv) {
     ->capture_default_str();
   cli.add_option("--recoverctl", opts.recoverctl, "the CLI binary")
     ->capture_default_str();
+  cli.set_version_flag("--version",
+                       std::string{"failover_bench "} + RECOVERD_VERSION);
   cli.add_flag("--trace", opts.trace,
                "print the replicas' log lines about the lead and each kill's "
                "wall-clock time");
