@@ -139,7 +139,12 @@ caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
   self->log_ = std::move(*log);
   // 2. Replay every job.
   auto t1 = std::chrono::steady_clock::now();
-  auto replayed = storage::replay_all(*self->log_);
+  auto replayed = opts.preloaded
+                    ? caf::expected<storage::replay_result>{std::move(
+                      *opts.preloaded)}
+                    : storage::replay_all(*self->log_);
+  self->opts_.preloaded = nullptr;
+  self->replayed_.preloaded = opts.preloaded != nullptr;
   if (!replayed)
     return replayed.error();
   // A torn last record goes before the journal runs, so that the job's next
@@ -301,11 +306,18 @@ caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
   self->serving_ = true;
   self->update_health();
   const auto& r = self->replayed_;
-  ES_INFO("recoverd replayed {} jobs ({} from snapshots, {} deleted) and {} "
-          "events from {} in {:.1f} ms, discarded {} torn records "
-          "(incarnation {})",
-          r.jobs, r.from_snapshot, r.deleted_jobs, r.events, opts.data_dir,
-          r.millis, r.discarded, self->log_->incarnation());
+  if (r.preloaded)
+    ES_INFO("recoverd took {} jobs ({} deleted) live from the standby, "
+            "replaying {} events of the ones that were not, in {:.1f} ms "
+            "(incarnation {})",
+            r.jobs, r.deleted_jobs, r.events, r.millis,
+            self->log_->incarnation());
+  else
+    ES_INFO("recoverd replayed {} jobs ({} from snapshots, {} deleted) and "
+            "{} events from {} in {:.1f} ms, discarded {} torn records "
+            "(incarnation {})",
+            r.jobs, r.from_snapshot, r.deleted_jobs, r.events, opts.data_dir,
+            r.millis, r.discarded, self->log_->incarnation());
   ES_INFO("recoverd listening on {} ({}) (started in {:.1f} ms)",
           self->address(), opts.tls.enabled() ? "TLS" : "plaintext",
           r.ready_millis);

@@ -27,6 +27,7 @@ namespace recoverd {
 
 namespace storage {
 class event_log;
+struct replay_result;
 } // namespace storage
 
 class http_gateway;
@@ -84,6 +85,9 @@ struct app_options {
   nodes_config nodes;
   /// CAF worker threads; 0 = one per core.
   size_t worker_threads = 0;
+  /// The jobs as a standby kept them live (`--store etcd`): start from
+  /// these instead of replaying the log. Null: replay.
+  std::shared_ptr<storage::replay_result> preloaded = nullptr;
 };
 
 /// What start-up replayed.
@@ -96,6 +100,7 @@ struct replay_stats {
   size_t nodes = 0;         ///< Nodes the node registry knows.
   double millis = 0;        ///< Time to replay the log.
   double ready_millis = 0;  ///< Time from open to serving.
+  bool preloaded = false;   ///< The jobs came live from a standby.
 };
 
 /// A running recoverd.

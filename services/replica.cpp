@@ -16,6 +16,7 @@
 #include "storage/etcd_log.hpp"
 #include "storage/etcd_store.hpp"
 #include "storage/event_log.hpp"
+#include "storage/replay.hpp"
 
 namespace recoverd {
 
@@ -179,8 +180,15 @@ replica_end run_replica(app_options opts, const replica_options& replica,
   auto t0 = std::chrono::steady_clock::now();
   if (auto err = follower->catch_up())
     return fail(err);
-  ES_INFO("recoverd leads (epoch {}); archive complete with {} records",
-          election.epoch(), follower->archived_records());
+  auto [live, stale] = follower->live_jobs();
+  ES_INFO("recoverd leads (epoch {}); archive complete with {} records; {} "
+          "jobs live ({} events folded as they came), {} to replay",
+          election.epoch(), follower->archived_records(), live - stale,
+          follower->folded_events(), stale);
+  auto jobs = follower->take_jobs();
+  if (!jobs)
+    return fail(jobs.error());
+  opts.preloaded = std::make_shared<storage::replay_result>(std::move(*jobs));
   follower.reset();
   archive->reset();
   opts.listen = (*standby)->address();

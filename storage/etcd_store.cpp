@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "actors/error.hpp"
+#include "storage/event_codec.hpp"
 
 namespace recoverd::storage::etcd {
 
@@ -284,6 +285,27 @@ caf::expected<int64_t> archive_follower::read_all() {
 }
 
 caf::error archive_follower::start() {
+  // The live jobs start as the archive holds them (once: a restarted watch
+  // goes on from them); what etcd adds folds in as it arrives.
+  if (!loaded_) {
+    auto replayed = replay_all(archive_);
+    if (!replayed)
+      return replayed.error();
+    for (const auto& x : replayed->discarded)
+      if (auto gone = archive_.discard(x.job_id, x.seq); !gone)
+        return gone.error();
+    for (auto& j : replayed->live)
+      jobs_.emplace(j.state.spec.job_id, std::move(j.state));
+    // A deleted job's model is not kept: put again, it is replayed.
+    for (const auto& d : replayed->deleted) {
+      job_model gone;
+      gone.spec.job_id = d.job_id;
+      gone.seq = d.seq;
+      gone.updated_at_ms = d.deleted_at_ms;
+      jobs_.emplace(d.job_id, std::move(gone));
+    }
+    loaded_ = true;
+  }
   auto revision = read_all();
   if (!revision)
     return revision.error();
@@ -423,6 +445,7 @@ caf::error archive_follower::archive(std::vector<etcd_record> records,
   if (n > 0)
     if (auto err = archive_.append(events, snapshots, fleet))
       return err;
+  fold(events);
   std::lock_guard<std::mutex> guard{mtx_};
   records_ += n;
   revision_ = std::max(revision_, revision);
@@ -433,6 +456,66 @@ caf::error archive_follower::catch_up() {
   stop();
   auto revision = read_all();
   return revision ? caf::none : revision.error();
+}
+
+void archive_follower::fold(const std::vector<log_record>& events) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  for (const auto& x : events) {
+    auto& job = jobs_[x.job_id];
+    if (job.spec.job_id.empty())
+      job.spec.job_id = x.job_id;
+    if (stale_.count(x.job_id) > 0 || x.seq <= job.seq)
+      continue;
+    auto ev = x.seq == job.seq + 1 && (job.exists || job.seq == 0)
+                ? decode_event(x.bytes)
+                : caf::expected<event>{make_error(errc::corrupt_record, "")};
+    if (!ev) {
+      stale_.insert(x.job_id);
+      continue;
+    }
+    job = apply(std::move(job), std::move(*ev));
+    ++folded_;
+  }
+}
+
+caf::expected<replay_result> archive_follower::take_jobs() {
+  std::map<std::string, job_model> jobs;
+  std::set<std::string> stale;
+  {
+    std::lock_guard<std::mutex> guard{mtx_};
+    jobs.swap(jobs_);
+    stale.swap(stale_);
+  }
+  replay_result result;
+  for (auto& [id, model] : jobs) {
+    replayed_job job;
+    if (stale.count(id) > 0) {
+      auto replayed = replay_job(archive_, id);
+      if (!replayed)
+        return replayed.error();
+      job = std::move(*replayed);
+      result.events_replayed += job.events_replayed;
+      if (job.from_snapshot)
+        ++result.from_snapshot;
+    } else {
+      job.state = std::move(model);
+    }
+    if (job.state.exists)
+      result.live.push_back(std::move(job));
+    else if (job.state.seq > 0)
+      result.deleted.push_back({id, job.state.seq, job.state.updated_at_ms});
+  }
+  return result;
+}
+
+std::pair<size_t, size_t> archive_follower::live_jobs() const {
+  std::lock_guard<std::mutex> guard{mtx_};
+  return {jobs_.size(), stale_.size()};
+}
+
+uint64_t archive_follower::folded_events() const {
+  std::lock_guard<std::mutex> guard{mtx_};
+  return folded_;
 }
 
 caf::error archive_follower::failure() const {

@@ -14,8 +14,10 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -29,6 +31,7 @@
 #include "storage/etcd_log.hpp"
 #include "storage/event_log.hpp"
 #include "storage/records.hpp"
+#include "storage/replay.hpp"
 
 namespace recoverd::storage::etcd {
 
@@ -151,6 +154,19 @@ public:
   /// The error that ended the watch, if it ended.
   caf::error failure() const;
 
+  /// The jobs as the archive holds them, folded as their records arrived
+  /// (hot standby): what a replica taking the lead starts from instead of
+  /// replaying its archive. Call after `catch_up`. A job whose records did
+  /// not arrive in order (the archive started at a snapshot, a deleted job
+  /// put again) is replayed from the archive instead.
+  [[nodiscard]] caf::expected<replay_result> take_jobs();
+
+  /// Jobs kept live, and of those the ones `take_jobs` will replay.
+  std::pair<size_t, size_t> live_jobs() const;
+
+  /// Events folded into the live jobs as they arrived.
+  uint64_t folded_events() const;
+
   /// Stops the watch; no append runs after it returns.
   void stop();
 
@@ -165,6 +181,9 @@ private:
 
   /// Reads the whole log once into the archive; its revision.
   caf::expected<int64_t> read_all();
+
+  /// Folds what the archive just stored into the live jobs.
+  void fold(const std::vector<log_record>& events);
 
   /// Renews the mark's lease and writes the mark, every second.
   void mark_loop();
@@ -182,6 +201,12 @@ private:
   bool stopping_ = false;
   int64_t lease_ = 0;
   int64_t published_ = 0;
+  /// The live jobs: every job of the archive, as its events fold.
+  std::map<std::string, job_model> jobs_;
+  /// Jobs to replay from the archive at `take_jobs`.
+  std::set<std::string> stale_;
+  uint64_t folded_ = 0;
+  bool loaded_ = false;
   mutable std::mutex mtx_;
   int64_t revision_ = 0;
   uint64_t records_ = 0;

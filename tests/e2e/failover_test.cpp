@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <set>
 #include <string>
@@ -206,6 +207,16 @@ void failover_at(const std::string& kill_at, int run) {
   CHECK(got.find("\"recoveryState\": \"INIT\"") != std::string::npos);
   CHECK(got.find("\"lastOutcome\": \"recover-success\"") != std::string::npos);
   CHECK(got.find("\"flows\": \"1\"") != std::string::npos);
+  MESSAGE("the standby kept the job live: the new leader replayed nothing");
+  {
+    std::ifstream in{r.dir / "b/daemon.log"};
+    std::string log{std::istreambuf_iterator<char>{in}, {}};
+    CHECK(log.find("1 jobs live (") != std::string::npos);
+    CHECK(log.find(", 0 to replay") != std::string::npos);
+    CHECK(log.find("took 1 jobs (0 deleted) live from the standby, "
+                   "replaying 0 events")
+          != std::string::npos);
+  }
   MESSAGE("the new leader's archive holds the whole history: what the dead "
           "leader wrote, then its own");
   auto before = event_seqs("--data-dir " + (r.dir / "a/data"));
@@ -357,6 +368,12 @@ TEST_CASE("e2e failover: etcd keeps each job's latest snapshot and what "
   r.a->proc->kill(SIGKILL);
   r.a->proc->wait();
   REQUIRE(c.leads());
+  {
+    // Its archive started at a snapshot: that job is replayed, not live.
+    std::ifstream in{r.dir / "c/daemon.log"};
+    std::string log{std::istreambuf_iterator<char>{in}, {}};
+    CHECK(log.find(", 1 to replay") != std::string::npos);
+  }
   auto [rc, got] = ctl(c.address, "job get e2e-job -o json");
   REQUIRE(rc == 0);
   CHECK(got.find("\"recoveryState\": \"INIT\"") != std::string::npos);

@@ -22,6 +22,9 @@
 #include "storage/etcd_store.hpp"
 #include "storage/event_log.hpp"
 #include "fixtures/temp_dir.hpp"
+#include "fixtures/jobs.hpp"
+#include "storage/event_codec.hpp"
+#include "storage/replay.hpp"
 
 using namespace recoverd;
 using namespace recoverd::storage::etcd;
@@ -754,6 +757,57 @@ TEST_CASE("etcd authority: an append it cannot vouch for ends the term") {
   REQUIRE(key);
   CHECK_FALSE(*key);
   check_job(*replica.log, "a", 1, 3);
+}
+
+TEST_CASE("etcd hot standby: the follower folds the jobs as their events "
+          "arrive; a leader takes them without a replay") {
+  leading replica{"hot"};
+  if (!replica.start())
+    return;
+  etcd_authority authority{*replica.log, *replica.election, replica.c};
+  auto put = [](const std::string& id, uint64_t seq) {
+    return log_record{
+      id, seq,
+      recoverd::storage::encode_event(
+        {seq, 1'700'000'000'000, job_put{recoverd::test::make_job(id), true}})};
+  };
+  auto gone = [](const std::string& id, uint64_t seq) {
+    return log_record{id, seq,
+                      recoverd::storage::encode_event(
+                        {seq, 1'700'000'000'001, job_deleted{}})};
+  };
+  REQUIRE_FALSE(authority.commit({put("j1", 1), put("j2", 1)}, {}, {}));
+  recoverd::test::temp_dir dir;
+  recoverd::storage::event_log_options opts;
+  opts.path = dir / "archive";
+  auto archive = recoverd::storage::event_log::open(opts);
+  REQUIRE(archive);
+  archive_follower follower{replica.c, replica.keys, **archive};
+  REQUIRE_FALSE(follower.start());
+  REQUIRE_FALSE(authority.commit({put("j1", 2), gone("j2", 2), put("j3", 1)},
+                                 {}, {}));
+  for (int i = 0; i < 200 && follower.folded_events() < 5; ++i)
+    std::this_thread::sleep_for(10ms);
+  CHECK(follower.folded_events() == 5);
+  REQUIRE_FALSE(follower.catch_up());
+  CHECK(follower.live_jobs() == std::pair<size_t, size_t>{3, 0});
+  auto jobs = follower.take_jobs();
+  REQUIRE_MESSAGE(jobs, message_of(jobs.error()));
+  CHECK(jobs->events_replayed == 0);
+  REQUIRE(jobs->live.size() == 2);
+  CHECK(jobs->live[0].state.spec.job_id == "j1");
+  CHECK(jobs->live[0].state.seq == 2);
+  CHECK(jobs->live[1].state.spec.job_id == "j3");
+  REQUIRE(jobs->deleted.size() == 1);
+  CHECK(jobs->deleted[0].job_id == "j2");
+  CHECK(jobs->deleted[0].seq == 2);
+  MESSAGE("the same as a replay of the archive");
+  auto replayed = recoverd::storage::replay_all(**archive);
+  REQUIRE(replayed);
+  REQUIRE(replayed->live.size() == 2);
+  CHECK(replayed->live[0].state.seq == jobs->live[0].state.seq);
+  CHECK(replayed->live[0].state.spec.pods.size()
+        == jobs->live[0].state.spec.pods.size());
 }
 
 TEST_CASE("etcd over TLS with a client certificate") {
