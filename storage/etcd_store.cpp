@@ -475,6 +475,15 @@ void archive_follower::fold(const std::vector<log_record>& events) {
     }
     job = apply(std::move(job), std::move(*ev));
     ++folded_;
+    if (!job.exists) {
+      // A deleted job keeps only what `take_jobs` reports of it: a standby
+      // running for months holds no deleted job's whole model.
+      job_model gone;
+      gone.spec.job_id = x.job_id;
+      gone.seq = job.seq;
+      gone.updated_at_ms = job.updated_at_ms;
+      job = std::move(gone);
+    }
   }
 }
 
