@@ -14,35 +14,11 @@
 
 #include "actors/error.hpp"
 #include "storage/encoding.hpp"
+#include "storage/event_log_impl.hpp"
 
 namespace recoverd::storage {
 
 namespace {
-
-// Column families, in the order they are opened. Never reorder or renumber:
-// handles are looked up by these indices.
-enum cf : size_t {
-  cf_default = 0,
-  cf_events = 1,    // job id \0 be64(seq) -> event bytes
-  cf_global = 2,    // be64(position) -> event key
-  cf_snapshots = 3, // job id -> be64(seq) + state bytes
-  cf_meta = 4,      // "schema_version", "incarnation", "position_floor" -> be64
-  cf_incidents = 5, // job id \0 be64(first seq) -> IncidentRecord bytes
-  cf_bases = 6,     // job id -> be64(seq) + state bytes before the first event
-  cf_fleet = 7,     // fleet streams: 'e' stream \0 be64(seq) -> event bytes,
-                    // 's' stream -> be64(seq) + snapshot bytes
-  cf_count = 8,
-};
-
-constexpr const char* cf_names[cf_count]
-  = {"default", "events",    "global", "snapshots",
-     "meta",    "incidents", "bases",  "fleet"};
-
-// Families a log written before the retention of live jobs lacks; a
-// read-only open (which cannot create them) treats them as empty.
-constexpr bool optional_family(size_t x) {
-  return x == cf_incidents || x == cf_bases || x == cf_fleet;
-}
 
 // Free bytes (for unprivileged users) of the file system holding `path`, or
 // of its nearest existing parent.
@@ -63,8 +39,10 @@ std::string mib(uint64_t bytes) {
   return buf;
 }
 
-// Refuses `what` when fewer than `reserve + need` bytes are free on the file
-// system of `path`: "No space left on device" with the figures.
+} // namespace
+
+namespace log_detail {
+
 caf::error check_space(const std::string& path, uint64_t reserve,
                        uint64_t need, const char* what) {
   if (reserve == 0)
@@ -83,67 +61,9 @@ caf::error io_error(const std::string& what, const rocksdb::Status& st) {
   return make_error(errc::storage_failure, what + ": " + st.ToString());
 }
 
-// Highest position ever handed out, kept when the newest index entries are
-// removed (purge, discard), so that positions are never reused.
-constexpr const char* position_floor_key = "position_floor";
+} // namespace log_detail
 
-} // namespace
-
-struct event_log::impl {
-  event_log_options opts;
-  std::unique_ptr<rocksdb::DB> db;
-  std::vector<rocksdb::ColumnFamilyHandle*> handles;
-  rocksdb::WriteOptions write_opts;
-  uint64_t last_position = 0;
-  uint64_t incarnation = 0;
-  std::mutex fault_mtx;
-  std::string injected_failure;
-
-  ~impl() {
-    if (db && !opts.read_only
-        && check_space(opts.path, opts.min_free_bytes, 0, "close")) {
-      // On a full disk RocksDB's flush and close abort the process (its
-      // file writers assert after ENOSPC). Leave the database as a crash
-      // would: every acknowledged append is in the WAL, which the next
-      // open replays.
-      (void) db.release();
-      return;
-    }
-    if (db) {
-      // With the WAL on, Close() does not flush: the next open would replay
-      // every unflushed write from the WAL, which for a big log takes
-      // seconds. Flushing now makes a restart after a clean stop open at
-      // once. A failed flush loses nothing: the WAL still holds the writes.
-      if (!opts.read_only) {
-        rocksdb::FlushOptions fo;
-        fo.allow_write_stall = true;
-        db->Flush(fo, handles).PermitUncheckedError();
-      }
-      for (auto* h : handles)
-        if (h != nullptr)
-          db->DestroyColumnFamilyHandle(h);
-      handles.clear();
-      db->Close();
-    }
-  }
-
-  rocksdb::ColumnFamilyHandle* h(cf x) const {
-    return handles[x];
-  }
-
-  caf::expected<std::optional<std::string>> get(cf family,
-                                                const std::string& key) const {
-    if (h(family) == nullptr)
-      return std::optional<std::string>{};
-    std::string value;
-    auto st = db->Get(rocksdb::ReadOptions{}, h(family), key, &value);
-    if (st.IsNotFound())
-      return std::optional<std::string>{};
-    if (!st.ok())
-      return io_error("read failed", st);
-    return std::optional<std::string>{std::move(value)};
-  }
-};
+using namespace log_detail;
 
 event_log::event_log(std::unique_ptr<impl> p) : impl_(std::move(p)) {
   // nop
@@ -601,159 +521,6 @@ caf::expected<bool> event_log::discard(const std::string& job_id,
                       + job_id,
                     st);
   return found;
-}
-
-purge_plan event_log::plan_purge(std::vector<purge_target> targets,
-                                 std::vector<snapshot_record> bases,
-                                 std::vector<incident_record> incidents) const {
-  purge_plan plan;
-  std::sort(targets.begin(), targets.end(),
-            [](const auto& x, const auto& y) { return x.job_id < y.job_id; });
-  plan.targets = std::move(targets);
-  plan.bases = std::move(bases);
-  plan.incidents = std::move(incidents);
-  plan.end_position = impl_->last_position;
-  return plan;
-}
-
-caf::error event_log::scan_purge(purge_plan& plan, size_t max) const {
-  if (plan.scanned() || plan.targets.empty()) {
-    plan.next_position = plan.end_position + 1;
-    return caf::none;
-  }
-  auto upper = be64(plan.end_position + 1);
-  rocksdb::Slice upper_slice{upper};
-  rocksdb::ReadOptions ro;
-  ro.iterate_upper_bound = &upper_slice;
-  // A one-off pass over old data: keep it out of the block cache.
-  ro.fill_cache = false;
-  std::unique_ptr<rocksdb::Iterator> it{
-    impl_->db->NewIterator(ro, impl_->h(cf_global))};
-  auto by_id = [](const purge_target& x, std::string_view id) {
-    return x.job_id < id;
-  };
-  size_t examined = 0;
-  for (it->Seek(be64(plan.next_position)); it->Valid() && examined < max;
-       it->Next(), ++examined) {
-    auto parsed = parse_event_key(it->key().size() == 8
-                                    ? it->value().ToStringView()
-                                    : std::string_view{});
-    if (!parsed)
-      return make_error(errc::corrupt_record, "malformed global index entry");
-    auto position = get_be64(it->key().ToStringView());
-    plan.next_position = position + 1;
-    auto t = std::lower_bound(plan.targets.begin(), plan.targets.end(),
-                              parsed->first, by_id);
-    if (t != plan.targets.end() && t->job_id == parsed->first
-        && parsed->second <= t->up_to_seq)
-      plan.positions.push_back(position);
-  }
-  if (!it->status().ok())
-    return io_error("cannot read the global order", it->status());
-  if (!it->Valid() && examined < max)
-    plan.next_position = plan.end_position + 1;
-  return caf::none;
-}
-
-caf::expected<purge_stats> event_log::commit_purge(const purge_plan& plan) {
-  if (impl_->opts.read_only)
-    return make_error(errc::storage_failure, "event log is open read-only");
-  if (!plan.scanned())
-    return make_error(errc::invalid_argument, "purge plan not fully scanned");
-  purge_stats stats;
-  rocksdb::WriteBatch batch;
-  // Deletes the keys of `family` from `job_id`'s seq 0 up to and including
-  // `up_to_seq`; returns how many.
-  auto delete_range = [&](cf family, const purge_target& t)
-    -> caf::expected<uint64_t> {
-    if (impl_->h(family) == nullptr)
-      return uint64_t{0};
-    auto upper = event_key(t.job_id, t.up_to_seq + 1);
-    rocksdb::Slice upper_slice{upper};
-    rocksdb::ReadOptions ro;
-    ro.iterate_upper_bound = &upper_slice;
-    ro.fill_cache = false;
-    std::unique_ptr<rocksdb::Iterator> it{
-      impl_->db->NewIterator(ro, impl_->h(family))};
-    uint64_t n = 0;
-    for (it->Seek(event_key(t.job_id, 0)); it->Valid(); it->Next()) {
-      batch.Delete(impl_->h(family), it->key());
-      ++n;
-    }
-    if (!it->status().ok())
-      return io_error("cannot read the history of " + t.job_id, it->status());
-    return n;
-  };
-  for (const auto& t : plan.targets) {
-    if (t.live) {
-      // The latest snapshot and everything after it stay: replay starts
-      // there. `plan_live_cut` chose `up_to_seq` below it.
-      auto snap = snapshot(t.job_id);
-      if (!snap)
-        return snap.error();
-      if (!*snap || (*snap)->seq <= t.up_to_seq)
-        return make_error(errc::invalid_argument,
-                          "live purge of " + t.job_id
-                            + " would remove events its latest snapshot "
-                              "does not cover");
-      auto n = delete_range(cf_events, t);
-      if (!n)
-        return n.error();
-      stats.live_events += *n;
-      if (*n > 0)
-        ++stats.live_jobs;
-      continue;
-    }
-    auto n = delete_range(cf_events, t);
-    if (!n)
-      return n.error();
-    stats.events += *n;
-    bool any = *n > 0;
-    // A job re-created since its deletion keeps a newer snapshot, and the
-    // incidents and base state of its new life.
-    auto snap = snapshot(t.job_id);
-    if (!snap)
-      return snap.error();
-    if (*snap && (*snap)->seq <= t.up_to_seq) {
-      batch.Delete(impl_->h(cf_snapshots), t.job_id);
-      ++stats.snapshots;
-      any = true;
-    }
-    auto kept = delete_range(cf_incidents, t);
-    if (!kept)
-      return kept.error();
-    auto b = base(t.job_id);
-    if (!b)
-      return b.error();
-    if (*b && (*b)->seq <= t.up_to_seq)
-      batch.Delete(impl_->h(cf_bases), t.job_id);
-    if (any)
-      ++stats.jobs;
-  }
-  // What the live jobs keep of the removed events, in the same batch: no
-  // reader ever sees the events gone but their incidents not yet stored.
-  for (const auto& x : plan.bases) {
-    std::string value;
-    value.reserve(8 + x.bytes.size());
-    put_be64(value, x.seq);
-    value.append(x.bytes);
-    batch.Put(impl_->h(cf_bases), x.job_id, value);
-  }
-  for (const auto& x : plan.incidents)
-    batch.Put(impl_->h(cf_incidents), event_key(x.job_id, x.first_seq),
-              x.bytes);
-  stats.incidents = plan.incidents.size();
-  for (auto position : plan.positions)
-    batch.Delete(impl_->h(cf_global), be64(position));
-  stats.index_entries = plan.positions.size();
-  batch.Put(impl_->h(cf_meta), position_floor_key, be64(impl_->last_position));
-  // Deletes need room too: tombstones go to the WAL first.
-  if (auto err = check_space(impl_->opts.path, impl_->opts.min_free_bytes, 0,
-                             "purge refused"))
-    return err;
-  if (auto st = impl_->db->Write(impl_->write_opts, &batch); !st.ok())
-    return io_error("purge failed", st);
-  return stats;
 }
 
 struct event_log::reader::impl {
