@@ -1,4 +1,5 @@
 #include "services/http_gateway.hpp"
+#include "services/listener.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -711,16 +712,11 @@ void http_gateway::set_tls(ssl_context_ptr ctx) {
 }
 
 caf::error http_gateway::start(const std::string& listen) {
-  auto colon = listen.rfind(':');
-  uint64_t port = 0;
-  if (colon == std::string::npos
-      || !parse_u64(listen.substr(colon + 1), port) || port > 65535)
-    return make_error(errc::invalid_argument,
-                      "http listen address must be host:port, got \"" + listen
-                        + "\"");
-  auto host = listen.substr(0, colon);
-  if (host.size() > 1 && host.front() == '[' && host.back() == ']')
-    host = host.substr(1, host.size() - 2);
+  auto where = parse_listen_address(listen);
+  if (!where)
+    return where.error();
+  const auto& host = where->host;
+  auto port = where->port;
   auto& svr = impl_->svr;
   // SO_REUSEADDR only: a second daemon must not share the port silently.
   svr.set_socket_options([](socket_t sock) {

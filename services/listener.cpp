@@ -44,8 +44,8 @@ caf::error bad_address(const std::string& address, const std::string& why) {
 
 } // namespace
 
-caf::expected<std::unique_ptr<grpc_listener>>
-grpc_listener::open(const std::string& address, connection_limits limits) {
+caf::expected<listen_address>
+parse_listen_address(const std::string& address) {
   auto colon = address.rfind(':');
   if (colon == std::string::npos)
     return bad_address(address, "expected host:port");
@@ -56,6 +56,16 @@ grpc_listener::open(const std::string& address, connection_limits limits) {
   if (port.empty() || port.find_first_not_of("0123456789") != std::string::npos
       || port.size() > 5 || std::stoi(port) > 65535)
     return bad_address(address, "the port must be a number from 0 to 65535");
+  return listen_address{host, static_cast<uint16_t>(std::stoi(port))};
+}
+
+caf::expected<std::unique_ptr<grpc_listener>>
+grpc_listener::open(const std::string& address, connection_limits limits) {
+  auto parsed = parse_listen_address(address);
+  if (!parsed)
+    return parsed.error();
+  const auto& host = parsed->host;
+  auto port = std::to_string(parsed->port);
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;

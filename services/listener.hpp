@@ -36,6 +36,18 @@ struct connection_figures {
   uint64_t refused_peer = 0;   ///< Closed at once: the peer's cap was reached.
 };
 
+/// A listen address split: the host (brackets of an IPv6 literal removed;
+/// empty: every interface) and the port.
+struct listen_address {
+  std::string host;
+  uint16_t port = 0;
+};
+
+/// Splits "host:port" (port 0 to 65535); fails with `errc::invalid_argument`
+/// ("cannot listen on ADDRESS: ...") otherwise.
+[[nodiscard]] caf::expected<listen_address>
+parse_listen_address(const std::string& address);
+
 /// A listening TCP socket whose connections go to one gRPC server.
 class grpc_listener {
 public:

@@ -125,20 +125,12 @@ replica_end run_replica(app_options opts, const replica_options& replica,
   if (!follow())
     return replica_end::stopped;
   // The standby serves UNAVAILABLE until this replica leads.
-  standby_options sopts;
-  sopts.listen = opts.listen;
-  sopts.tls = opts.tls;
-  sopts.control_listen = opts.control_listen;
-  sopts.control_tls = opts.control_tls;
-  sopts.http_listen = opts.http_listen;
-  sopts.http_tls = opts.http_tls;
   std::mutex leader_mtx;
   std::string leader_now;
-  sopts.leader = [&] {
+  auto standby = standby_server::start(opts, [&] {
     std::lock_guard<std::mutex> guard{leader_mtx};
     return leader_now;
-  };
-  auto standby = standby_server::start(sopts);
+  });
   if (!standby)
     return fail(standby.error());
   auto advertise = replica.advertise.empty() ? (*standby)->address()

@@ -11,6 +11,7 @@
 #include "actors/error.hpp"
 #include "actors/log.hpp"
 #include "services/http_server.hpp"
+#include "services/listener.hpp"
 
 namespace recoverd {
 
@@ -62,30 +63,11 @@ private:
   std::function<std::string()> leader_;
 };
 
-caf::expected<std::pair<std::string, int>>
-split_listen(const std::string& listen) {
-  auto colon = listen.rfind(':');
-  if (colon == std::string::npos)
-    return make_error(errc::invalid_argument,
-                      "listen address must be host:port, got \"" + listen
-                        + "\"");
-  int port = 0;
-  try {
-    port = std::stoi(listen.substr(colon + 1));
-  } catch (...) {
-    port = -1;
-  }
-  if (port < 0 || port > 65535)
-    return make_error(errc::invalid_argument,
-                      "listen address must be host:port, got \"" + listen
-                        + "\"");
-  return std::make_pair(listen.substr(0, colon), port);
-}
-
 } // namespace
 
 struct standby_server::impl {
-  standby_options opts;
+  app_options opts;
+  std::function<std::string()> leader;
   std::atomic<size_t> refused{0};
   // gRPC takes a generic service on one server only: one each.
   std::vector<std::unique_ptr<unavailable_service>> services;
@@ -106,8 +88,7 @@ struct standby_server::impl {
     grpc::ServerBuilder builder;
     builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
     builder.AddListeningPort(listen, *creds, &bound);
-    services.push_back(
-      std::make_unique<unavailable_service>(refused, opts.leader));
+    services.push_back(std::make_unique<unavailable_service>(refused, leader));
     builder.RegisterCallbackGenericService(services.back().get());
     out = builder.BuildAndStart();
     if (!out || bound == 0)
@@ -118,7 +99,7 @@ struct standby_server::impl {
   }
 
   caf::error serve_http() {
-    auto where = split_listen(opts.http_listen);
+    auto where = parse_listen_address(opts.http_listen);
     if (!where)
       return where.error();
     auto tls = make_ssl_context(opts.http_tls);
@@ -132,8 +113,8 @@ struct standby_server::impl {
     auto unready = [this](const httplib::Request&, httplib::Response& res) {
       res.status = 503;
       std::string msg = "standby: this replica does not lead";
-      if (opts.leader)
-        if (auto who = opts.leader(); !who.empty())
+      if (leader)
+        if (auto who = leader(); !who.empty())
           msg += "; the leader is " + who;
       res.set_content(msg + "\n", "text/plain");
     };
@@ -143,9 +124,8 @@ struct standby_server::impl {
       int yes = 1;
       ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
     });
-    auto [host, port] = *where;
-    if (host.size() > 1 && host.front() == '[' && host.back() == ']')
-      host = host.substr(1, host.size() - 2);
+    const auto& host = where->host;
+    int port = where->port;
     if (port == 0)
       http_port = http->bind_to_any_port(host);
     else if (http->bind_to_port(host, port))
@@ -162,11 +142,13 @@ struct standby_server::impl {
 };
 
 caf::expected<std::unique_ptr<standby_server>>
-standby_server::start(standby_options opts) {
+standby_server::start(const app_options& opts,
+                      std::function<std::string()> leader) {
   std::unique_ptr<standby_server> self{new standby_server};
   self->impl_ = std::make_unique<impl>();
   auto& x = *self->impl_;
-  x.opts = std::move(opts);
+  x.opts = opts;
+  x.leader = std::move(leader);
   if (auto err = x.serve_grpc(x.opts.listen, x.opts.tls, x.server, x.port))
     return err;
   if (!x.opts.control_listen.empty())

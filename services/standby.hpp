@@ -12,32 +12,20 @@
 
 #include <caf/expected.hpp>
 
-#include "services/tls.hpp"
+#include "services/app.hpp"
 
 namespace recoverd {
-
-/// Where a standby listens; the same addresses and TLS files as its app.
-struct standby_options {
-  /// The agent listener.
-  std::string listen;
-  tls_options tls;
-  /// The control listener; empty: none.
-  std::string control_listen;
-  tls_options control_tls;
-  /// The HTTP port; empty: none.
-  std::string http_listen;
-  tls_options http_tls;
-  /// Says who leads (for the answers' messages); may be unset.
-  std::function<std::string()> leader;
-};
 
 /// The standby's servers; they stop on destruction, freeing the ports for
 /// the app of the same replica once it leads.
 class standby_server {
 public:
-  /// Binds every listener of `opts` (port 0 picks a free one).
+  /// Binds the listeners the app of `opts` would (the agent listener, the
+  /// control listener and the HTTP port when configured, with their TLS
+  /// files; port 0 picks a free one). `leader` says who leads, for the
+  /// answers' messages; it may be unset.
   [[nodiscard]] static caf::expected<std::unique_ptr<standby_server>>
-  start(standby_options opts);
+  start(const app_options& opts, std::function<std::string()> leader);
 
   ~standby_server();
 

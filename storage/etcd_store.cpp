@@ -156,17 +156,22 @@ caf::expected<int64_t> etcd_authority::compact_history() {
 caf::error etcd_authority::commit(const std::vector<log_record>& events,
                                   const std::vector<snapshot_record>& snapshots,
                                   const fleet_records& fleet) {
-  std::vector<log_record> batch;
-  batch.reserve(events.size() + snapshots.size() + fleet.events.size()
-                + fleet.snapshots.size());
-  batch.insert(batch.end(), events.begin(), events.end());
-  auto add = [&](record_kind kind, const auto& xs) {
-    for (const auto& x : xs)
-      batch.push_back({stream_of(kind, x.job_id), x.seq, x.bytes});
-  };
-  add(record_kind::snapshot, snapshots);
-  add(record_kind::fleet_event, fleet.events);
-  add(record_kind::fleet_snapshot, fleet.snapshots);
+  // Most group commits hold job events only: they go as they are, the
+  // other kinds are renamed into their streams.
+  std::vector<log_record> mixed;
+  if (!snapshots.empty() || !fleet.empty()) {
+    mixed.reserve(events.size() + snapshots.size() + fleet.events.size()
+                  + fleet.snapshots.size());
+    mixed.insert(mixed.end(), events.begin(), events.end());
+    auto add = [&](record_kind kind, const auto& xs) {
+      for (const auto& x : xs)
+        mixed.push_back({stream_of(kind, x.job_id), x.seq, x.bytes});
+    };
+    add(record_kind::snapshot, snapshots);
+    add(record_kind::fleet_event, fleet.events);
+    add(record_kind::fleet_snapshot, fleet.snapshots);
+  }
+  const auto& batch = mixed.empty() ? events : mixed;
   if (batch.empty())
     return caf::none;
   auto done = log_.append(batch);
@@ -183,11 +188,12 @@ caf::error etcd_authority::commit(const std::vector<log_record>& events,
     return why;
   }
   for (const auto& x : snapshots)
-    pending_.push_back({stream_of(record_kind::snapshot, x.job_id), x.seq,
-                        done->revision});
+    pending_.push_back({stream_of(record_kind::snapshot, x.job_id), x.job_id,
+                        x.seq, done->revision});
   for (const auto& x : fleet.snapshots)
     pending_.push_back({stream_of(record_kind::fleet_snapshot, x.job_id),
-                        x.seq, done->revision});
+                        stream_of(record_kind::fleet_event, x.job_id), x.seq,
+                        done->revision});
   auto now = std::chrono::steady_clock::now();
   if (!pending_.empty() && now - last_trim_ >= trim_interval_) {
     last_trim_ = now;
@@ -211,15 +217,16 @@ caf::expected<size_t> etcd_authority::trim() {
     return r.error();
   auto reach = r->first;
   // The latest snapshot of each stream that every archive holds.
-  std::map<std::string, uint64_t> cut;
+  std::map<std::string, pending_trim> cut;
   std::vector<pending_trim> later;
   for (auto& p : pending_) {
-    if (p.revision <= reach) {
-      auto& seq = cut[p.stream];
-      seq = std::max(seq, p.seq);
-    } else {
+    if (p.revision > reach) {
       later.push_back(std::move(p));
+      continue;
     }
+    auto& latest = cut[p.snapshots];
+    if (p.seq > latest.seq)
+      latest = std::move(p);
   }
   pending_ = std::move(later);
   // Two range deletes per stream: its events and its snapshots before the
@@ -235,16 +242,9 @@ caf::expected<size_t> etcd_authority::trim() {
     in_txn = 0;
     return done ? caf::none : done.error();
   };
-  for (const auto& [stream, seq] : cut) {
-    auto snap = parse_record(keys, keys.event_key(stream, seq), {});
-    if (!snap)
-      continue;
-    auto events = stream_of(snap->kind == record_kind::snapshot
-                              ? record_kind::event
-                              : record_kind::fleet_event,
-                            snap->name);
-    t.then_delete(keys.event_key(events, 0), keys.event_key(events, seq));
-    t.then_delete(keys.event_key(stream, 0), keys.event_key(stream, seq));
+  for (const auto& [stream, x] : cut) {
+    t.then_delete(keys.event_key(x.events, 0), keys.event_key(x.events, x.seq));
+    t.then_delete(keys.event_key(stream, 0), keys.event_key(stream, x.seq));
     if (++in_txn == streams_per_txn)
       if (auto err = flush())
         return err;

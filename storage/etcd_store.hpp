@@ -105,8 +105,11 @@ public:
   }
 
 private:
+  /// A stored snapshot: once every archive holds `revision`, the streams'
+  /// records before `seq` may go.
   struct pending_trim {
-    std::string stream;
+    std::string snapshots; ///< The snapshot's stream.
+    std::string events;    ///< The stream of the events it folds.
     uint64_t seq = 0;
     int64_t revision = 0;
   };
