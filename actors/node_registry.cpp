@@ -1,5 +1,10 @@
 #include "actors/node_registry.hpp"
 
+#include <algorithm>
+#include <iterator>
+#include <memory>
+#include <optional>
+
 #include <caf/typed_event_based_actor.hpp>
 
 #include "actors/error.hpp"
@@ -12,19 +17,49 @@ namespace {
 
 using self_ptr = node_registry_actor::stateful_pointer<node_registry_state>;
 
-// Writes `evs` to the node stream (with a snapshot when one is due), then
-// folds them and calls `on_durable`; on a failed write nothing changes and
-// `on_error` gets why. Other messages wait meanwhile, so events are
-// numbered and folded in order.
-template <class OnDurable, class OnError>
-void commit(self_ptr self, std::vector<node_event> evs, OnDurable on_durable,
-            OnError on_error) {
+// Writes everything queued as one append to the node stream (with a
+// snapshot when one is due), then folds it; work arriving meanwhile waits
+// for the next write. Jobs' observations are fire-and-forget, so the
+// registry never holds a report up and its mailbox does not grow with the
+// journal's latency. A clear is decided against the table as the events
+// before it in the same write leave it.
+void flush(self_ptr self) {
   auto& st = self->state;
-  if (evs.empty()) {
-    on_durable();
+  if (st.writing || st.queued.empty())
     return;
+  auto work = std::move(st.queued);
+  st.queued.clear();
+  std::vector<node_event> evs;
+  size_t observed = 0;
+  std::vector<caf::typed_response_promise<bool>> cleared;
+  std::optional<node_table> projected;
+  size_t folded = 0;
+  auto now = st.cfg.clock();
+  for (auto& w : work) {
+    if (auto* xs = std::get_if<std::vector<node_observation>>(&w)) {
+      auto more = decide(st.table, std::move(*xs));
+      observed += more.size();
+      std::move(more.begin(), more.end(), std::back_inserter(evs));
+      continue;
+    }
+    auto& c = std::get<pending_clear>(w);
+    if (!projected)
+      projected = st.table;
+    for (; folded < evs.size(); ++folded)
+      projected = recoverd::apply(std::move(*projected), evs[folded]);
+    auto ev = decide_clear(*projected, c.node, c.by, now);
+    if (!ev) {
+      c.reply.deliver(false);
+      continue;
+    }
+    ES_INFO("node_registry: {} clears node {}", c.by, c.node);
+    evs.push_back(std::move(*ev));
+    cleared.push_back(std::move(c.reply));
   }
+  if (evs.empty())
+    return;
   std::vector<log_record> records;
+  records.reserve(evs.size());
   auto seq = st.seq;
   for (const auto& e : evs)
     records.push_back(
@@ -39,20 +74,38 @@ void commit(self_ptr self, std::vector<node_event> evs, OnDurable on_durable,
       {storage::node_stream, seq, storage::encode_node_snapshot(next)});
     since = 0;
   }
+  st.writing = true;
+  // Both handlers answer the clears; only one of them runs.
+  auto replies = std::make_shared<decltype(cleared)>(std::move(cleared));
   self
     ->request(st.journal, caf::infinite, append_atom::value, fleet_atom::value,
               std::move(records), std::move(snapshots))
-    .await(
-      [self, seq, since, evs = std::move(evs), on_durable](uint64_t) mutable {
+    .then(
+      [self, seq, since, evs = std::move(evs), replies](uint64_t) mutable {
         auto& st = self->state;
         for (const auto& e : evs)
           st.table = recoverd::apply(std::move(st.table), e);
         st.seq = seq;
         st.since_snapshot = since;
         st.recorded += evs.size();
-        on_durable();
+        for (auto& rp : *replies)
+          rp.deliver(true);
+        st.writing = false;
+        flush(self);
       },
-      [on_error](caf::error& err) mutable { on_error(err); });
+      [self, observed, replies](caf::error& err) {
+        auto& st = self->state;
+        // The jobs' own events are durable; only the fleet's record of
+        // them is lost (the status reports it).
+        st.lost += observed;
+        if (observed > 0)
+          ES_WARN("node_registry lost {} node observations: {}", observed,
+                  message_of(err));
+        for (auto& rp : *replies)
+          rp.deliver(err);
+        st.writing = false;
+        flush(self);
+      });
 }
 
 component_status status_of(const node_registry_state& st) {
@@ -89,17 +142,8 @@ node_registry(node_registry_actor::stateful_pointer<node_registry_state> self,
   st.since_snapshot = initial.since_snapshot;
   return {
     [=](observe_atom, std::vector<node_observation>& xs) {
-      auto evs = decide(self->state.table, std::move(xs));
-      auto n = evs.size();
-      commit(
-        self, std::move(evs), [] {},
-        [self, n](caf::error& err) {
-          // The job's own events are durable; only the fleet's record of
-          // them is lost (the status reports it).
-          self->state.lost += n;
-          ES_WARN("node_registry lost {} node observations: {}", n,
-                  message_of(err));
-        });
+      self->state.queued.emplace_back(std::move(xs));
+      flush(self);
     },
     [=](list_atom, bool quarantined_only) {
       return list(self->state.table, self->state.cfg.clock(),
@@ -107,18 +151,10 @@ node_registry(node_registry_actor::stateful_pointer<node_registry_state> self,
     },
     [=](nodeclear_atom, std::string& node,
         std::string& who) -> caf::result<bool> {
-      auto ev = decide_clear(self->state.table, node, who,
-                             self->state.cfg.clock());
-      if (!ev)
-        return false;
       auto rp = self->make_response_promise<bool>();
-      commit(
-        self, {std::move(*ev)},
-        [=]() mutable {
-          ES_INFO("node_registry: {} cleared node {}", who, node);
-          rp.deliver(true);
-        },
-        [=](caf::error& err) mutable { rp.deliver(err); });
+      self->state.queued.emplace_back(
+        pending_clear{std::move(node), std::move(who), rp});
+      flush(self);
       return rp;
     },
     [=](status_atom) { return count(self->state.table); },

@@ -1,12 +1,28 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include <caf/typed_response_promise.hpp>
 
 #include "actors/actors.hpp"
 #include "actors/config.hpp"
 #include "actors/model/node_registry.hpp"
 
 namespace recoverd {
+
+/// An operator's clear waiting for the registry's next write.
+struct pending_clear {
+  std::string node;
+  std::string by;
+  caf::typed_response_promise<bool> reply;
+};
+
+/// What waits for the registry's next write: jobs' observations or a clear.
+using pending_node_work
+  = std::variant<std::vector<node_observation>, pending_clear>;
 
 /// State of the NODE REGISTRY actor.
 struct node_registry_state {
@@ -21,6 +37,11 @@ struct node_registry_state {
   /// Events recorded since start, and observations lost to a failed write.
   uint64_t recorded = 0;
   uint64_t lost = 0;
+  /// Work that arrived while a write was in flight; the next write takes
+  /// all of it, so a burst of reports costs the fleet stream one append.
+  std::vector<pending_node_work> queued;
+  /// A write is in flight.
+  bool writing = false;
 
   static inline const char* name = "node_registry";
 };
