@@ -370,6 +370,15 @@ expected<decision> decide_annotate(const job_model& state,
 expected<std::optional<flow_stepped>>
 decide_step(const job_model& state, const flow_input& in, const timeouts& waits,
             const std::vector<device_fault>& device_faults) {
+  if (in.name == ev::fault_absorbed && !in.delivered) {
+    // The hot path of a fault storm: every rank's report joins the flow.
+    flow_stepped e;
+    e.path.push_back(state.rec.flow.state);
+    auto ranks = state.ranks ? state.ranks : make_rank_index(state.spec);
+    e.change = absorb(state.rec, state.spec, state.init, in, *ranks);
+    e.input = in;
+    return std::optional<flow_stepped>{std::move(e)};
+  }
   auto s = step(state.rec, state.spec, state.init, in, waits, device_faults,
                 state.ranks.get());
   if (!s)

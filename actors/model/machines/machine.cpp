@@ -257,18 +257,36 @@ void ctx::write_reset(const std::string& op) {
   rec.job.reset_check = sha256_hex(rec.job.reset_json);
 }
 
-void ctx::merge(const std::vector<fault_rank>& faults) {
+merge_plan plan_merge(const flow_part& flow, const rank_index& ranks,
+                      const std::vector<fault_rank>& faults) {
+  merge_plan plan;
   for (const auto& f : faults) {
     auto type
       = fault_type_from_string(f.fault_type).value_or(fault_type::normal);
-    auto [i, added] = rec.flow.faults.emplace(f.rank_id, type);
-    if (!added && type == fault_type::normal)
-      i->second = type;
-    if (type == fault_type::normal)
-      rec.flow.health = "UnHealthy";
+    auto normal = type == fault_type::normal;
+    if (auto i = plan.set.find(f.rank_id); i != plan.set.end()) {
+      if (normal)
+        i->second = type;
+    } else if (auto j = flow.faults.find(f.rank_id); j == flow.faults.end()) {
+      plan.set.emplace(f.rank_id, type);
+    } else if (normal && j->second != type) {
+      plan.set.emplace(f.rank_id, type);
+    }
+    plan.unhealthy = plan.unhealthy || normal;
     if (const auto* place = ranks.find(f.rank_id))
-      add_fault_pod(place->pod_rank);
+      plan.pods.insert(place->pod_rank);
   }
+  return plan;
+}
+
+void ctx::merge(const std::vector<fault_rank>& faults) {
+  auto plan = plan_merge(rec.flow, ranks, faults);
+  for (auto& [rank, type] : plan.set)
+    rec.flow.faults[rank] = type;
+  if (plan.unhealthy)
+    rec.flow.health = "UnHealthy";
+  for (auto p : plan.pods)
+    add_fault_pod(p);
 }
 
 void ctx::add_fault_pod(int32_t p) {

@@ -5,6 +5,8 @@
 /// machine borrows from another (a failed switch starts a recovery, every
 /// operator action ends like a flow).
 
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -41,6 +43,24 @@ bool is_dump_only(const job_spec& spec, const init_config& init);
 
 /// Go's %v of a string slice: [a b c].
 std::string go_list(const std::vector<std::string>& xs);
+
+// -- merging faults into a flow ----------------------------------------------
+
+/// What merging faults into a flow changes, found from the ranks they name
+/// alone (one lookup each), so that a fault joining a running flow costs
+/// the same on a flow of 4 faults as on one of 4,000.
+struct merge_plan {
+  /// Cache entries added or retyped (a normal type replaces a retry type).
+  std::map<std::string, fault_type> set;
+  /// A normal fault was merged: the flow's health becomes UnHealthy.
+  bool unhealthy = false;
+  /// Pod ranks of the named ranks (fault pods or not yet).
+  std::set<int32_t> pods;
+};
+
+/// Plans merging `faults` into `flow`'s caches.
+merge_plan plan_merge(const flow_part& flow, const rank_index& ranks,
+                      const std::vector<fault_rank>& faults);
 
 // -- the context --------------------------------------------------------------
 

@@ -6,9 +6,12 @@
 
 #include "actors/model/machines/machine.hpp"
 
+#include <algorithm>
 #include <array>
 #include <optional>
 #include <set>
+
+#include "actors/model/recovery_delta.hpp"
 
 namespace recoverd {
 
@@ -112,11 +115,63 @@ pre_exit_signal(const job_spec& spec, const rank_index& ranks,
   return sig;
 }
 
+// Software faults reported by the framework: their pods may restart in
+// place (reference §3.7 step 4).
+bool marks_in_place(const init_config& init, const flow_input& in) {
+  return in.kind == report_kind::process
+         && contains(init.strategies, "recover-in-place");
+}
+
+// A copy of `xs` with `more`, if that adds any; nothing otherwise.
+std::optional<std::set<int32_t>> grown(const std::set<int32_t>& xs,
+                                       const std::set<int32_t>& more) {
+  if (std::includes(xs.begin(), xs.end(), more.begin(), more.end()))
+    return std::nullopt;
+  auto result = xs;
+  result.insert(more.begin(), more.end());
+  return result;
+}
+
 } // namespace
 
 } // namespace machines
 
 using namespace machines;
+
+recovery_delta absorb(const recovery& current, const job_spec& spec,
+                      const init_config& init, const flow_input& in,
+                      const rank_index& ranks) {
+  using rf = recovery_field;
+  const auto& flow = current.flow;
+  auto plan = plan_merge(flow, ranks, in.faults);
+  recovery_delta d;
+  d.faults_set = std::move(plan.set);
+  if (plan.unhealthy && flow.health != "UnHealthy") {
+    d.replace(rf::health);
+    d.values.flow.health = "UnHealthy";
+  }
+  if (marks_in_place(init, in))
+    if (auto pods = grown(flow.in_place_pods, plan.pods)) {
+      d.replace(rf::in_place_pods);
+      d.values.flow.in_place_pods = std::move(*pods);
+    }
+  // New fault pods keep the uid they have now (ctx::add_fault_pod).
+  if (auto pods = grown(flow.fault_pods, plan.pods)) {
+    auto uids = flow.origin_uids;
+    bool more = false;
+    for (auto p : plan.pods)
+      if (flow.fault_pods.count(p) == 0)
+        if (const auto* q = ranks.find_pod(spec, p))
+          more = uids.emplace(p, q->uid).second || more;
+    d.replace(rf::fault_pods);
+    d.values.flow.fault_pods = std::move(*pods);
+    if (more) {
+      d.replace(rf::origin_uids);
+      d.values.flow.origin_uids = std::move(uids);
+    }
+  }
+  return d;
+}
 
 const std::vector<transition>& transitions() {
   static const std::vector<transition> result = [] {
@@ -154,14 +209,10 @@ expected<flow_step> step(const recovery& current, const job_spec& spec,
                   + in.delivered->uuid + ") is not the signal pending in state "
                   + to_string(rec.flow.state));
   // Inputs that are not rows of the table.
-  if (in.kind == report_kind::process
-      && contains(init.strategies, "recover-in-place")) {
-    // Software faults reported by the framework: their pods may restart in
-    // place (reference §3.7 step 4).
+  if (marks_in_place(init, in))
     for (const auto& f : in.faults)
       if (const auto* place = ranks->find(f.rank_id))
         rec.flow.in_place_pods.insert(place->pod_rank);
-  }
   switch (event) {
     case ev::fault_absorbed:
       // A fault during a running flow joins it (reference §4.2).
