@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <initializer_list>
+#include <set>
 
 #include "actors/model/fault_center.hpp"
 #include "actors/model/job_model.hpp"
@@ -266,7 +267,14 @@ void observe_fault_center(const job_model& before, const event& ev,
 void observe_agent_faults(const job_model& before, const rank_index& ranks,
                           const event& ev, const flow_input& in,
                           std::vector<node_observation>& out) {
+  std::set<std::string> named;
   for (const auto& f : in.faults) {
+    // A rank the running flow already holds as faulted is the same fault
+    // reported again (agents repeat reports; every rank of a pod reports
+    // it): it counts once per flow.
+    if (before.rec.flow.faults.count(f.rank_id) != 0
+        || !named.insert(f.rank_id).second)
+      continue;
     auto node = node_of_rank(before, ranks, f.rank_id);
     if (node.empty())
       continue;

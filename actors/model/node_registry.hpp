@@ -191,7 +191,8 @@ struct event;
 
 /// What the job event `ev` says about the job's nodes, resolved from the
 /// job's topology in `before` (the model `ev` was decided on): the faults
-/// of an agent's ReportProcessFault (each rank's node), the fault-center
+/// of an agent's ReportProcessFault (each rank's node; a rank the running
+/// flow already holds as faulted, or named twice, counts once), the fault-center
 /// entries new to the job (an entry the job already had is not counted
 /// again; levels that are no fault are not counted), and a stress test's
 /// verdict per node of its results. Pure.

@@ -208,6 +208,16 @@ TEST_CASE("node registry: observations come from a job's events, resolved "
     CHECK(std::get<node_fault_seen>(xs[1]).node == "n0");
     CHECK(std::get<node_fault_seen>(xs[1]).fault.source
           == node_fault_source::agent_report);
+    MESSAGE("the same ranks again while the flow runs count once per flow");
+    m.rec.flow.state = flow_state::wait_recover_strategy;
+    m.rec.flow.faults = {{"9", fault_type::uce}, {"1", fault_type::normal}};
+    flow_stepped again;
+    again.input.name = flow_event::fault_absorbed;
+    again.input.kind = report_kind::process;
+    again.input.faults = {{"9", "1"}, {"2", "0"}, {"2", "0"}, {"1", "0"}};
+    xs = observe(m, event{3, 300, again});
+    REQUIRE(xs.size() == 1);
+    CHECK(std::get<node_fault_seen>(xs[0]).fault.device == "2");
   }
   SUBCASE("a stress result gives one verdict per node, the worst code") {
     flow_stepped step;
