@@ -9,6 +9,7 @@
 #include <shared_mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "actors/actors.hpp"
 
@@ -60,8 +61,18 @@ public:
 
   /// Forgets every job (shutdown: no handle may outlive the actor system).
   void clear() {
+    take_all();
+  }
+
+  /// Forgets every job and returns their actors.
+  std::vector<job_actor> take_all() {
     std::unique_lock<std::shared_mutex> guard{mtx_};
+    std::vector<job_actor> result;
+    result.reserve(jobs_.size());
+    for (auto& kv : jobs_)
+      result.push_back(std::move(kv.second.hdl));
     jobs_.clear();
+    return result;
   }
 
 private:
