@@ -32,6 +32,16 @@ inline std::string be64(uint64_t x) {
   return out;
 }
 
+/// A stored snapshot or base: the sequence number it folds up to (8
+/// big-endian bytes), then the record.
+inline std::string seq_prefixed(uint64_t seq, std::string_view bytes) {
+  std::string out;
+  out.reserve(8 + bytes.size());
+  put_be64(out, seq);
+  out.append(bytes);
+  return out;
+}
+
 /// Key of a job's event: job id, a 0 byte (job ids hold no control
 /// characters), then the big-endian sequence number.
 inline std::string event_key(std::string_view job_id, uint64_t seq) {

@@ -234,22 +234,15 @@ caf::error event_log::append(const std::vector<log_record>& events,
     batch.Put(impl_->h(cf_events), key, rec.bytes);
     batch.Put(impl_->h(cf_global), be64(++position), key);
   }
-  for (const auto& snap : snapshots) {
-    std::string value;
-    value.reserve(8 + snap.bytes.size());
-    put_be64(value, snap.seq);
-    value.append(snap.bytes);
-    batch.Put(impl_->h(cf_snapshots), snap.job_id, value);
-  }
+  for (const auto& snap : snapshots)
+    batch.Put(impl_->h(cf_snapshots), snap.job_id,
+              seq_prefixed(snap.seq, snap.bytes));
   for (const auto& rec : fleet.events)
     batch.Put(impl_->h(cf_fleet), fleet_event_key(rec.job_id, rec.seq),
               rec.bytes);
   for (const auto& snap : fleet.snapshots) {
-    std::string value;
-    value.reserve(8 + snap.bytes.size());
-    put_be64(value, snap.seq);
-    value.append(snap.bytes);
-    batch.Put(impl_->h(cf_fleet), fleet_snapshot_key(snap.job_id), value);
+    batch.Put(impl_->h(cf_fleet), fleet_snapshot_key(snap.job_id),
+              seq_prefixed(snap.seq, snap.bytes));
     // The snapshot replaces the events it folds: the stream stays bounded.
     batch.DeleteRange(impl_->h(cf_fleet), fleet_event_key(snap.job_id, 0),
                       fleet_event_key(snap.job_id, snap.seq + 1));
@@ -272,10 +265,7 @@ caf::error event_log::for_each(
   const std::function<caf::error(uint64_t, std::string_view)>& f) const {
   auto upper = job_upper_bound(job_id);
   rocksdb::Slice upper_slice{upper};
-  rocksdb::ReadOptions ro;
-  ro.iterate_upper_bound = &upper_slice;
-  std::unique_ptr<rocksdb::Iterator> it{
-    impl_->db->NewIterator(ro, impl_->h(cf_events))};
+  auto it = impl_->iterate_below(cf_events, &upper_slice);
   for (it->Seek(event_key(job_id, from_seq)); it->Valid(); it->Next()) {
     auto parsed = parse_event_key(it->key().ToStringView());
     if (!parsed || parsed->first != job_id)
@@ -377,10 +367,7 @@ event_log::read_fleet(const std::string& name) const {
   }
   auto upper = "e" + job_upper_bound(name);
   rocksdb::Slice upper_slice{upper};
-  rocksdb::ReadOptions ro;
-  ro.iterate_upper_bound = &upper_slice;
-  std::unique_ptr<rocksdb::Iterator> it{
-    impl_->db->NewIterator(ro, impl_->h(cf_fleet))};
+  auto it = impl_->iterate_below(cf_fleet, &upper_slice);
   for (it->Seek(fleet_event_key(name, from + 1)); it->Valid(); it->Next()) {
     auto parsed = parse_event_key(it->key().ToStringView().substr(1));
     if (!parsed || parsed->first != name)
@@ -460,10 +447,7 @@ event_log::incidents(const std::string& job_id) const {
     return result;
   auto upper = job_upper_bound(job_id);
   rocksdb::Slice upper_slice{upper};
-  rocksdb::ReadOptions ro;
-  ro.iterate_upper_bound = &upper_slice;
-  std::unique_ptr<rocksdb::Iterator> it{
-    impl_->db->NewIterator(ro, impl_->h(cf_incidents))};
+  auto it = impl_->iterate_below(cf_incidents, &upper_slice);
   for (it->Seek(event_key(job_id, 0)); it->Valid(); it->Next()) {
     auto parsed = parse_event_key(it->key().ToStringView());
     if (!parsed || parsed->first != job_id)

@@ -104,6 +104,18 @@ struct event_log::impl {
     return handles[x];
   }
 
+  /// An iterator over `family` that stops before `*upper`, which must
+  /// outlive it; `fill_cache` false keeps a one-off pass over old data out
+  /// of the block cache.
+  std::unique_ptr<rocksdb::Iterator>
+  iterate_below(log_detail::cf family, const rocksdb::Slice* upper,
+                bool fill_cache = true) const {
+    rocksdb::ReadOptions ro;
+    ro.iterate_upper_bound = upper;
+    ro.fill_cache = fill_cache;
+    return std::unique_ptr<rocksdb::Iterator>{db->NewIterator(ro, h(family))};
+  }
+
   caf::expected<std::optional<std::string>> get(log_detail::cf family,
                                                 const std::string& key) const {
     if (h(family) == nullptr)

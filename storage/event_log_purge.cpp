@@ -33,12 +33,8 @@ caf::error event_log::scan_purge(purge_plan& plan, size_t max) const {
   }
   auto upper = be64(plan.end_position + 1);
   rocksdb::Slice upper_slice{upper};
-  rocksdb::ReadOptions ro;
-  ro.iterate_upper_bound = &upper_slice;
-  // A one-off pass over old data: keep it out of the block cache.
-  ro.fill_cache = false;
-  std::unique_ptr<rocksdb::Iterator> it{
-    impl_->db->NewIterator(ro, impl_->h(cf_global))};
+  // A one-off pass over old data: kept out of the block cache.
+  auto it = impl_->iterate_below(cf_global, &upper_slice, false);
   auto by_id = [](const purge_target& x, std::string_view id) {
     return x.job_id < id;
   };
@@ -80,11 +76,7 @@ caf::expected<purge_stats> event_log::commit_purge(const purge_plan& plan) {
       return uint64_t{0};
     auto upper = event_key(t.job_id, t.up_to_seq + 1);
     rocksdb::Slice upper_slice{upper};
-    rocksdb::ReadOptions ro;
-    ro.iterate_upper_bound = &upper_slice;
-    ro.fill_cache = false;
-    std::unique_ptr<rocksdb::Iterator> it{
-      impl_->db->NewIterator(ro, impl_->h(family))};
+    auto it = impl_->iterate_below(family, &upper_slice, false);
     uint64_t n = 0;
     for (it->Seek(event_key(t.job_id, 0)); it->Valid(); it->Next()) {
       batch.Delete(impl_->h(family), it->key());
@@ -142,13 +134,8 @@ caf::expected<purge_stats> event_log::commit_purge(const purge_plan& plan) {
   }
   // What the live jobs keep of the removed events, in the same batch: no
   // reader ever sees the events gone but their incidents not yet stored.
-  for (const auto& x : plan.bases) {
-    std::string value;
-    value.reserve(8 + x.bytes.size());
-    put_be64(value, x.seq);
-    value.append(x.bytes);
-    batch.Put(impl_->h(cf_bases), x.job_id, value);
-  }
+  for (const auto& x : plan.bases)
+    batch.Put(impl_->h(cf_bases), x.job_id, seq_prefixed(x.seq, x.bytes));
   for (const auto& x : plan.incidents)
     batch.Put(impl_->h(cf_incidents), event_key(x.job_id, x.first_seq),
               x.bytes);
