@@ -94,6 +94,9 @@ using journal_actor = caf::typed_actor<
                   std::vector<snapshot_record>>::with<uint64_t>,
   // Makes everything accepted so far durable.
   caf::replies_to<flush_atom>::with<ok_atom>,
+  // Stores jobs' digests (see `event_log::put_digests`); replies with how
+  // many were still current and stored.
+  caf::replies_to<digest_atom, std::vector<digest_record>>::with<uint64_t>,
   // Removes the history of deleted jobs; replies once it is removed. The
   // order is examined in steps between appends, so appends do not wait for
   // the whole scan.
@@ -132,6 +135,9 @@ using job_actor = caf::typed_actor<
   caf::replies_to<get_atom>::with<job_status>,
   // One line of ListJobs.
   caf::replies_to<get_atom, summary_atom>::with<job_summary>,
+  // The job's encoded digest at its last event, or an empty record when
+  // the job may not stay dormant (a flow wait is timed).
+  caf::replies_to<get_atom, digest_atom>::with<digest_record>,
   // Inspect: the folded state and the open streams.
   caf::replies_to<get_atom, inspect_atom>::with<job_inspection>,
   // SetAnnotations (set, remove, by), and with the sequence number the
@@ -246,6 +252,9 @@ using job_registry_actor = caf::typed_actor<
                   std::string>::with<std::vector<std::string>>,
   // Ends every stream of every job (daemon shutdown).
   caf::replies_to<shutdown_atom>::with<ok_atom>,
+  // Stores the digest of every job that may stay dormant across the next
+  // start-up (a clean stop); replies with how many were stored.
+  caf::replies_to<digest_atom>::with<uint64_t>,
   // Removes the history of jobs deleted longer ago than the retention, and
   // the events of live jobs older than the retention before their latest
   // snapshot, now; replies with what was removed.

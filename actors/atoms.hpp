@@ -85,6 +85,9 @@ using sweep_atom = caf::atom_constant<caf::atom("sweep")>;
 using resume_atom = caf::atom_constant<caf::atom("resume")>;
 /// Component status (introspection).
 using status_atom = caf::atom_constant<caf::atom("status")>;
+/// A job's digest, taken at a clean stop so that the next start-up can
+/// leave the job dormant (registry, job, journal).
+using digest_atom = caf::atom_constant<caf::atom("digest")>;
 /// Inspection: goodput figures of the fleet and its jobs.
 using goodput_atom = caf::atom_constant<caf::atom("goodput")>;
 

@@ -307,6 +307,10 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
         return unknown(st.model);
       return to_summary(st.model, st.subscriber != nullptr);
     },
+    [=](get_atom, digest_atom) -> digest_record {
+      auto x = storage::digest_record_of(self->state.model);
+      return x ? std::move(*x) : digest_record{};
+    },
     [=](status_atom, status_verbosity v) {
       return job_status_of(self->state, v);
     },

@@ -30,11 +30,6 @@ caf::error unknown_job(const std::string& id) {
   return make_error(errc::unknown_job, "job " + id + " is not known");
 }
 
-const job_actor* find(self_ptr self, const std::string& id) {
-  auto i = self->state.jobs.find(id);
-  return i == self->state.jobs.end() ? nullptr : &i->second;
-}
-
 job_actor spawn_job(self_ptr self, job_model initial,
                     uint64_t since_snapshot = 0) {
   auto id = initial.spec.job_id;
@@ -45,6 +40,52 @@ job_actor spawn_job(self_ptr self, job_model initial,
     self->state.directory->put(id, hdl);
   self->state.jobs.emplace(std::move(id), hdl);
   return hdl;
+}
+
+// Gives the dormant job `id` its actor, replayed from the log; null when it
+// is not dormant or cannot be replayed (then it stays dormant and says why
+// in the log).
+const job_actor* wake(self_ptr self, const std::string& id) {
+  auto& st = self->state;
+  auto d = st.dormant.find(id);
+  if (d == st.dormant.end() || st.log == nullptr)
+    return nullptr;
+  auto replayed = storage::replay_job(*st.log, id);
+  if (!replayed || !replayed->state.exists) {
+    // Damage a start-up replaying the job would have refused to start on.
+    auto why = replayed ? std::string{"its log ends deleted"}
+                        : message_of(replayed.error());
+    if (st.unreplayable.emplace(id, why).second)
+      ES_ERROR("job_registry cannot replay the dormant job {}, its requests "
+               "are refused until the log is repaired: {}",
+               id, why);
+    return nullptr;
+  }
+  st.dormant.erase(d);
+  spawn_job(self, std::move(replayed->state), replayed->events_replayed);
+  return &st.jobs.find(id)->second;
+}
+
+// The actor of the live job `id` (woken if dormant), or null.
+const job_actor* find(self_ptr self, const std::string& id) {
+  auto i = self->state.jobs.find(id);
+  return i != self->state.jobs.end() ? &i->second : wake(self, id);
+}
+
+// Wakes every dormant job `pred` holds true of (by its digest).
+template <class Pred>
+void wake_all(self_ptr self, Pred pred) {
+  std::vector<std::string> ids;
+  for (const auto& [id, d] : self->state.dormant)
+    if (pred(d))
+      ids.push_back(id);
+  for (const auto& id : ids)
+    wake(self, id);
+}
+
+// Live jobs, dormant or not (counted against the cap).
+size_t live_jobs(const job_registry_state& st) {
+  return st.jobs.size() + st.dormant.size();
 }
 
 // Forgets the job `id` if `hdl` is still its actor.
@@ -117,7 +158,9 @@ component_status registry_status(self_ptr self, status_verbosity v,
   component_status result;
   result.name = job_registry_state::name;
   result.kind = job_registry_state::name;
-  result.counters["jobs"] = st.jobs.size();
+  result.counters["jobs"] = live_jobs(st);
+  result.counters["dormant"] = st.dormant.size();
+  result.counters["unreplayable"] = st.unreplayable.size();
   result.counters["registered"] = st.registered.size();
   result.counters["deleted"] = st.deleted.size();
   result.counters["maxJobs"] = st.cfg.max_jobs;
@@ -135,6 +178,9 @@ component_status registry_status(self_ptr self, status_verbosity v,
     if (j != x.counters.end())
       subscribed += j->second;
   }
+  // A dormant job answers from its digest: idle, never subscribed.
+  for (const auto& [id, d] : st.dormant)
+    ++result.counters["state." + d.summary.recovery_state];
   result.counters["subscribed"] = subscribed;
   result.counters["unanswered"] = silent;
   if (v == status_verbosity::detailed) {
@@ -142,11 +188,16 @@ component_status registry_status(self_ptr self, status_verbosity v,
     result.counters["purging"] = st.purging.size();
     result.counters["sweeping"] = st.sweeping ? 1 : 0;
   }
-  if (silent > 0)
+  if (!st.unreplayable.empty())
+    result.problem = std::to_string(st.unreplayable.size())
+                     + " dormant jobs cannot be replayed from the log; job "
+                     + st.unreplayable.begin()->first + ": "
+                     + st.unreplayable.begin()->second;
+  else if (silent > 0)
     result.problem = std::to_string(silent) + " of "
                      + std::to_string(jobs.size())
                      + " jobs did not answer in time";
-  else if (st.jobs.size() >= st.cfg.max_jobs)
+  else if (live_jobs(st) >= st.cfg.max_jobs)
     result.problem = "job cap of " + std::to_string(st.cfg.max_jobs)
                      + " reached: new jobs are refused";
   return result;
@@ -171,10 +222,12 @@ void sweep(self_ptr self, Done done) {
   // The journal reads each live job's snapshot and old events; jobs without
   // either cost it one lookup.
   std::vector<std::string> live;
-  live.reserve(st.jobs.size());
+  live.reserve(live_jobs(st));
   for (const auto& [id, hdl] : st.jobs)
     if (st.deleted.count(id) == 0)
       live.push_back(id);
+  for (const auto& [id, d] : st.dormant)
+    live.push_back(id);
   std::sort(live.begin(), live.end());
   if (targets.empty() && live.empty()) {
     done(purge_stats{});
@@ -268,7 +321,7 @@ caf::result<put_result> put_job(self_ptr self, job_spec spec,
                       "job " + spec.job_id
                         + " was deleted and its old history is being "
                           "removed right now; retry in a moment");
-  if (st.jobs.size() >= st.cfg.max_jobs)
+  if (live_jobs(st) >= st.cfg.max_jobs)
     return make_error(errc::job_cap_reached,
                       "job cap of " + std::to_string(st.cfg.max_jobs)
                         + " reached; delete jobs or raise --max-jobs");
@@ -348,8 +401,8 @@ caf::result<uint64_t> delete_job(self_ptr self, const std::string& id,
 job_registry_actor::behavior_type
 job_registry(job_registry_actor::stateful_pointer<job_registry_state> self,
              registry_config cfg, journal_actor journal,
-             std::vector<initial_job> initial, std::vector<deleted_job> deleted,
-             const storage::event_log* log) {
+             std::vector<initial_job> initial, std::vector<job_digest> dormant,
+             std::vector<deleted_job> deleted, const storage::event_log* log) {
   if (auto err = validate(cfg)) {
     self->quit(err);
     return job_registry_actor::behavior_type::make_empty_behavior();
@@ -362,10 +415,19 @@ job_registry(job_registry_actor::stateful_pointer<job_registry_state> self,
     auto id = d.job_id;
     st.deleted.emplace(std::move(id), std::move(d));
   }
-  if (initial.size() > st.cfg.max_jobs)
+  if (log == nullptr)
+    dormant.clear(); // nothing to wake them from (tests)
+  if (initial.size() + dormant.size() > st.cfg.max_jobs)
     ES_WARN("job_registry holds {} jobs from the log, more than the cap of "
             "{}; new jobs are refused until some are deleted",
-            initial.size(), st.cfg.max_jobs);
+            initial.size() + dormant.size(), st.cfg.max_jobs);
+  for (auto& d : dormant) {
+    auto id = d.summary.job_id;
+    if (d.summary.registered)
+      st.registered.insert(id);
+    add_owned(self, id, d.owner);
+    st.dormant.emplace(std::move(id), std::move(d));
+  }
   for (auto& x : initial) {
     if (x.state.registered)
       st.registered.insert(x.state.spec.job_id);
@@ -397,6 +459,9 @@ job_registry(job_registry_actor::stateful_pointer<job_registry_state> self,
     [=](list_atom, std::string& ns) -> caf::result<std::vector<job_summary>> {
       auto rp = self->make_response_promise<std::vector<job_summary>>();
       auto acc = std::make_shared<std::vector<job_summary>>();
+      for (const auto& [id, d] : self->state.dormant)
+        if (ns.empty() || d.summary.ns == ns)
+          acc->push_back(d.summary);
       fan_out<job_summary>(
         self,
         [=](job_summary& x) {
@@ -420,6 +485,8 @@ job_registry(job_registry_actor::stateful_pointer<job_registry_state> self,
     },
     [=](inspect_atom, list_atom)
       -> caf::result<std::vector<job_inspection>> {
+      // An inspection holds the whole folded state: every job is woken.
+      wake_all(self, [](const job_digest&) { return true; });
       auto rp = self->make_response_promise<std::vector<job_inspection>>();
       auto acc = std::make_shared<std::vector<job_inspection>>();
       fan_out<job_inspection>(
@@ -590,6 +657,12 @@ job_registry(job_registry_actor::stateful_pointer<job_registry_state> self,
             [=](caf::error& err) mutable { rp.deliver(err); });
         return rp;
       }
+      // Only the dormant jobs that hold the node have anything to clear.
+      wake_all(self, [&node](const job_digest& d) {
+        const auto& xs = d.summary.unhealthy_nodes;
+        return std::any_of(xs.begin(), xs.end(),
+                           [&node](const auto& x) { return x.node == node; });
+      });
       auto rp = self->make_response_promise<std::vector<std::string>>();
       auto acc = std::make_shared<std::vector<std::string>>();
       fan_out<std::string>(
@@ -634,6 +707,8 @@ job_registry(job_registry_actor::stateful_pointer<job_registry_state> self,
     },
     [=](status_atom, status_verbosity v,
         list_atom) -> caf::result<std::vector<component_status>> {
+      // Each job answers for itself: every job is woken.
+      wake_all(self, [](const job_digest&) { return true; });
       auto rp = self->make_response_promise<std::vector<component_status>>();
       job_statuses(self, v, [=](std::vector<component_status>& xs) mutable {
         std::sort(xs.begin(), xs.end(), [](const auto& x, const auto& y) {
@@ -641,6 +716,23 @@ job_registry(job_registry_actor::stateful_pointer<job_registry_state> self,
         });
         rp.deliver(std::move(xs));
       });
+      return rp;
+    },
+    [=](digest_atom) -> caf::result<uint64_t> {
+      // The dormant jobs' digests are stored and still current.
+      auto rp = self->make_response_promise<uint64_t>();
+      auto acc = std::make_shared<std::vector<digest_record>>();
+      fan_out<digest_record>(
+        self,
+        [=](digest_record& x) {
+          if (!x.job_id.empty())
+            acc->push_back(std::move(x));
+        },
+        [=]() mutable {
+          rp.delegate(self->state.journal, digest_atom::value,
+                      std::move(*acc));
+        },
+        get_atom::value, digest_atom::value);
       return rp;
     },
     [=](shutdown_atom) -> caf::result<ok_atom> {

@@ -22,8 +22,14 @@ struct job_registry_state {
   journal_actor journal;
   /// For the sequence number a re-created job continues from (read only).
   const storage::event_log* log = nullptr;
-  /// Every live job.
+  /// Every live job with an actor.
   std::unordered_map<std::string, job_actor> jobs;
+  /// Live jobs start-up left undecoded, by id: each gets its actor, replayed
+  /// from the log, when it is first asked for.
+  std::map<std::string, job_digest> dormant;
+  /// Dormant jobs whose log failed to replay when asked for, with why: their
+  /// requests are refused, and the registry's status names them.
+  std::map<std::string, std::string> unreplayable;
   /// Jobs registered for recovery (counted against the cap).
   std::set<std::string> registered;
   /// Registrations on their way to a job (reserved against the cap).
@@ -48,12 +54,13 @@ struct job_registry_state {
 
 /// The JOB REGISTRY behaviour.
 /// @param initial Jobs replayed from the log at start-up.
+/// @param dormant Jobs start-up left undecoded (requires `log`).
 /// @param deleted Deleted jobs found in the log.
 /// @param log Read-only access for re-created jobs; may be null in tests.
 job_registry_actor::behavior_type
 job_registry(job_registry_actor::stateful_pointer<job_registry_state> self,
              registry_config cfg, journal_actor journal,
-             std::vector<initial_job> initial, std::vector<deleted_job> deleted,
-             const storage::event_log* log);
+             std::vector<initial_job> initial, std::vector<job_digest> dormant,
+             std::vector<deleted_job> deleted, const storage::event_log* log);
 
 } // namespace recoverd

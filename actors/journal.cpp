@@ -313,6 +313,18 @@ journal(journal_actor::stateful_pointer<journal_state> self,
         return self->state.failure;
       return ok_atom::value;
     },
+    [=](digest_atom,
+        std::vector<digest_record>& xs) -> caf::result<uint64_t> {
+      // After what is pending: a digest is stored only while it was taken
+      // at its job's last event.
+      commit(self);
+      if (self->state.failure)
+        return self->state.failure;
+      auto stored = self->state.log->put_digests(xs);
+      if (!stored)
+        return stored.error();
+      return static_cast<uint64_t>(*stored);
+    },
     [=](sync_atom) {
       commit(self);
       sync(self);

@@ -127,6 +127,26 @@ void to_proto(const node_health& x, pb::NodeHealth& out) {
   out.set_sincems(x.since_ms);
 }
 
+job_summary from_proto(const pb::JobSummary& x) {
+  job_summary out;
+  out.job_id = x.jobid();
+  out.name = x.name();
+  out.ns = x.namespace_();
+  out.registered = x.registered();
+  out.subscribed = x.subscribed();
+  out.recovery_state = x.recoverystate();
+  out.pods = x.pods();
+  out.ranks = x.ranks();
+  out.last_seq = x.lastseq();
+  for (const auto& n : x.unhealthynodes())
+    out.unhealthy_nodes.push_back(from_proto(n));
+  return out;
+}
+
+node_health from_proto(const pb::NodeHealth& x) {
+  return {x.node(), x.jobid(), x.status(), x.reason(), x.sincems()};
+}
+
 void to_proto(const annotations_view& x, pb::Annotations& out) {
   out.set_jobid(x.job_id);
   out.mutable_annotations()->insert(x.annotations.begin(),

@@ -29,6 +29,10 @@ void to_proto(const job_status& x, recoverd::platform::v1::JobStatus& out);
 void to_proto(const job_summary& x, recoverd::platform::v1::JobSummary& out);
 /// node_health -> NodeHealth.
 void to_proto(const node_health& x, recoverd::platform::v1::NodeHealth& out);
+/// JobSummary -> job_summary (a stored digest's listing line).
+job_summary from_proto(const recoverd::platform::v1::JobSummary& x);
+/// NodeHealth -> node_health.
+node_health from_proto(const recoverd::platform::v1::NodeHealth& x);
 /// annotations_view -> Annotations.
 void to_proto(const annotations_view& x,
               recoverd::platform::v1::Annotations& out);

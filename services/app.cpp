@@ -147,7 +147,8 @@ caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
   auto replayed = opts.preloaded
                     ? caf::expected<storage::replay_result>{std::move(
                       *opts.preloaded)}
-                    : storage::replay_all(*self->log_);
+                    : storage::replay_all(*self->log_, 0,
+                                          opts.dormant_start);
   self->opts_.preloaded = nullptr;
   self->replayed_.preloaded = opts.preloaded != nullptr;
   if (!replayed)
@@ -167,7 +168,8 @@ caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
   for (auto& j : replayed->live)
     jobs.push_back({std::move(j.state), j.events_replayed});
   replayed->live.clear();
-  self->replayed_.jobs = jobs.size();
+  self->replayed_.jobs = jobs.size() + replayed->dormant.size();
+  self->replayed_.dormant = replayed->dormant.size();
   self->replayed_.deleted_jobs = replayed->deleted.size();
   self->replayed_.from_snapshot = replayed->from_snapshot;
   self->replayed_.events = replayed->events_replayed;
@@ -208,6 +210,7 @@ caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
       };
   self->registry_ = self->sys_->spawn(job_registry, opts.registry,
                                       self->journal_, std::move(jobs),
+                                      std::move(replayed->dormant),
                                       std::move(replayed->deleted),
                                       static_cast<const storage::event_log*>(
                                         self->log_.get()));
@@ -319,10 +322,10 @@ caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
             self->log_->incarnation());
   else
     ES_INFO("recoverd replayed {} jobs ({} from snapshots, {} deleted) and "
-            "{} events from {} in {:.1f} ms, discarded {} torn records "
-            "(incarnation {})",
+            "{} events from {} in {:.1f} ms, discarded {} torn records; {} "
+            "of the jobs dormant, read when first asked for (incarnation {})",
             r.jobs, r.from_snapshot, r.deleted_jobs, r.events, opts.data_dir,
-            r.millis, r.discarded, self->log_->incarnation());
+            r.millis, r.discarded, r.dormant, self->log_->incarnation());
   ES_INFO("recoverd listening on {} ({}) (started in {:.1f} ms)",
           self->address(), opts.tls.enabled() ? "TLS" : "plaintext",
           r.ready_millis);
@@ -459,6 +462,21 @@ void app::stop() {
       control_server_->Shutdown(deadline);
     if (server_)
       server_->Shutdown(deadline);
+    // With no request left, the jobs' digests let the next start-up leave
+    // them dormant. Not under etcd: a leader starts from its standby's jobs.
+    if (registry_ && !opts_.journal.authority)
+      self->request(registry_, std::chrono::seconds(30), digest_atom::value)
+        .receive(
+          [](uint64_t n) {
+            ES_INFO("recoverd stored the digests of {} jobs for the next "
+                    "start-up",
+                    n);
+          },
+          [](caf::error& err) {
+            ES_WARN("recoverd could not store the jobs' digests (the next "
+                    "start-up replays every job): {}",
+                    message_of(err));
+          });
     if (journal_)
       self->request(journal_, std::chrono::seconds(30), flush_atom::value)
         .receive([](ok_atom) {},

@@ -88,11 +88,17 @@ struct app_options {
   /// The jobs as a standby kept them live (`--store etcd`): start from
   /// these instead of replaying the log. Null: replay.
   std::shared_ptr<storage::replay_result> preloaded = nullptr;
+  /// At start-up, leave the jobs whose digest from the last clean stop is
+  /// current dormant (read when first asked for); false replays every job.
+  bool dormant_start = true;
 };
 
 /// What start-up replayed.
 struct replay_stats {
-  size_t jobs = 0;          ///< Live jobs.
+  size_t jobs = 0;          ///< Live jobs, dormant ones included.
+  /// Live jobs left undecoded until first asked for (their digests from
+  /// the last clean stop were current).
+  size_t dormant = 0;
   size_t deleted_jobs = 0;  ///< Deleted jobs whose history is retained.
   size_t from_snapshot = 0; ///< Jobs that started at a snapshot.
   uint64_t events = 0;      ///< Events folded (after snapshots).

@@ -42,6 +42,17 @@ inline std::string seq_prefixed(uint64_t seq, std::string_view bytes) {
   return out;
 }
 
+/// A 64-bit FNV-1a hash of `bytes`: stable across builds and machines, to
+/// recognise a stored record again (not against malice).
+inline uint64_t record_hash(std::string_view bytes) {
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
 /// Key of a job's event: job id, a 0 byte (job ids hold no control
 /// characters), then the big-endian sequence number.
 inline std::string event_key(std::string_view job_id, uint64_t seq) {

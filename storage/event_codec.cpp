@@ -509,4 +509,30 @@ caf::expected<job_model> decode_snapshot(std::string_view bytes) {
   return result;
 }
 
+std::string encode_digest(const job_digest& x) {
+  pe::JobDigest out;
+  out.set_version(1);
+  convert::to_proto(x.summary, *out.mutable_summary());
+  out.set_owner(x.owner);
+  return out.SerializeAsString();
+}
+
+std::optional<digest_record> digest_record_of(const job_model& state) {
+  auto digest = to_digest(state);
+  if (!digest)
+    return std::nullopt;
+  return digest_record{state.spec.job_id, state.seq, encode_digest(*digest)};
+}
+
+caf::expected<job_digest> decode_digest(std::string_view bytes) {
+  pe::JobDigest in;
+  if (!in.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+    return make_error(errc::corrupt_record, "digest record does not parse");
+  if (in.version() != 1)
+    return make_error(errc::corrupt_record,
+                      "digest record version " + std::to_string(in.version())
+                        + " is not supported");
+  return job_digest{convert::from_proto(in.summary()), in.owner()};
+}
+
 } // namespace recoverd::storage

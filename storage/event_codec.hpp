@@ -4,6 +4,7 @@
 /// bytes of `protos/events.proto`. Actors encode in parallel; the journal
 /// only moves bytes.
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -11,6 +12,7 @@
 
 #include "actors/model/job_model.hpp"
 #include "actors/model/types.hpp"
+#include "storage/records.hpp"
 
 namespace recoverd::storage {
 
@@ -31,5 +33,15 @@ std::string encode_snapshot(const job_model& state);
 
 /// Decodes a `Snapshot` record.
 [[nodiscard]] caf::expected<job_model> decode_snapshot(std::string_view bytes);
+
+/// Encodes a job's digest as a `JobDigest` record.
+std::string encode_digest(const job_digest& x);
+
+/// The record of `state`'s digest (see `to_digest`), none when the job may
+/// not stay dormant.
+std::optional<digest_record> digest_record_of(const job_model& state);
+
+/// Decodes a `JobDigest` record.
+[[nodiscard]] caf::expected<job_digest> decode_digest(std::string_view bytes);
 
 } // namespace recoverd::storage

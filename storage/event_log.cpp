@@ -20,6 +20,22 @@ namespace recoverd::storage {
 
 namespace {
 
+// The last event of `job_id` under `it`: its seq and the hash of its
+// record, or seq 0 when the job has none.
+caf::expected<std::pair<uint64_t, uint64_t>>
+last_event(rocksdb::Iterator& it, const std::string& job_id) {
+  it.SeekForPrev(event_key(job_id, UINT64_MAX));
+  if (!it.status().ok())
+    return log_detail::io_error("cannot read events of " + job_id, it.status());
+  if (!it.Valid())
+    return std::make_pair(uint64_t{0}, uint64_t{0});
+  auto parsed = parse_event_key(it.key().ToStringView());
+  if (!parsed || parsed->first != job_id)
+    return std::make_pair(uint64_t{0}, uint64_t{0});
+  return std::make_pair(parsed->second,
+                        record_hash(it.value().ToStringView()));
+}
+
 // Free bytes (for unprivileged users) of the file system holding `path`, or
 // of its nearest existing parent.
 std::optional<uint64_t> free_bytes(std::filesystem::path path) {
@@ -380,6 +396,39 @@ event_log::read_fleet(const std::string& name) const {
   return result;
 }
 
+caf::expected<size_t>
+event_log::put_digests(const std::vector<digest_record>& xs) {
+  if (impl_->opts.read_only)
+    return make_error(errc::storage_failure,
+                      "the log is open read-only: digests cannot be stored");
+  std::unique_ptr<rocksdb::Iterator> it{
+    impl_->db->NewIterator(rocksdb::ReadOptions{}, impl_->h(cf_events))};
+  rocksdb::WriteBatch batch;
+  size_t stored = 0;
+  for (const auto& x : xs) {
+    auto last = last_event(*it, x.job_id);
+    if (!last)
+      return last.error();
+    if (last->first == 0 || last->first != x.seq)
+      continue;
+    std::string value;
+    value.reserve(16 + x.bytes.size());
+    put_be64(value, x.seq);
+    put_be64(value, last->second);
+    value.append(x.bytes);
+    batch.Put(impl_->h(cf_digests), x.job_id, value);
+    ++stored;
+  }
+  if (stored == 0)
+    return stored;
+  if (auto err = check_space(impl_->opts.path, impl_->opts.min_free_bytes,
+                             batch.GetDataSize(), "cannot store digests"))
+    return err;
+  if (auto st = impl_->db->Write(impl_->write_opts, &batch); !st.ok())
+    return io_error("cannot store digests", st);
+  return stored;
+}
+
 caf::expected<std::vector<std::string>> event_log::job_ids() const {
   std::vector<std::string> result;
   std::unique_ptr<rocksdb::Iterator> it{
@@ -479,6 +528,9 @@ caf::expected<bool> event_log::discard(const std::string& job_id,
   auto key = event_key(job_id, seq);
   rocksdb::WriteBatch batch;
   batch.Delete(impl_->h(cf_events), key);
+  // The next event takes the discarded one's seq: no digest may match it.
+  if (impl_->h(cf_digests) != nullptr)
+    batch.Delete(impl_->h(cf_digests), job_id);
   // A torn record is among the newest: search the order from its end.
   bool found = false;
   {
@@ -510,6 +562,8 @@ caf::expected<bool> event_log::discard(const std::string& job_id,
 struct event_log::reader::impl {
   std::unique_ptr<rocksdb::Iterator> events;
   std::unique_ptr<rocksdb::Iterator> snapshots;
+  /// Null on a read-only log without digests.
+  std::unique_ptr<rocksdb::Iterator> digests;
   // Bases are read rarely (a past point of a purged job): on demand.
   const event_log* log = nullptr;
 };
@@ -520,6 +574,9 @@ event_log::reader::reader(const event_log& log)
   impl_->events.reset(log.impl_->db->NewIterator(ro, log.impl_->h(cf_events)));
   impl_->snapshots.reset(
     log.impl_->db->NewIterator(ro, log.impl_->h(cf_snapshots)));
+  if (log.impl_->h(cf_digests) != nullptr)
+    impl_->digests.reset(
+      log.impl_->db->NewIterator(ro, log.impl_->h(cf_digests)));
   impl_->log = &log;
 }
 
@@ -543,6 +600,29 @@ event_log::reader::snapshot(const std::string& job_id) {
     return make_error(errc::corrupt_record, "malformed snapshot of " + job_id);
   return std::optional<snapshot_record>{
     snapshot_record{job_id, get_be64(value), std::string{value.substr(8)}}};
+}
+
+caf::expected<std::optional<std::string>>
+event_log::reader::digest(const std::string& job_id) {
+  using result = std::optional<std::string>;
+  if (!impl_->digests)
+    return result{};
+  auto& it = *impl_->digests;
+  it.Seek(job_id);
+  if (!it.status().ok())
+    return io_error("cannot read the digest of " + job_id, it.status());
+  if (!it.Valid() || it.key() != rocksdb::Slice{job_id})
+    return result{};
+  auto value = it.value().ToStringView();
+  if (value.size() < 16)
+    return make_error(errc::corrupt_record, "malformed digest of " + job_id);
+  auto last = last_event(*impl_->events, job_id);
+  if (!last)
+    return last.error();
+  if (last->first == 0 || last->first != get_be64(value)
+      || last->second != get_be64(value, 8))
+    return result{};
+  return result{std::string{value.substr(16)}};
 }
 
 caf::error event_log::reader::for_each(

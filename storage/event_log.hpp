@@ -155,6 +155,13 @@ public:
   [[nodiscard]] caf::expected<std::vector<incident_record>>
   incidents(const std::string& job_id) const;
 
+  /// Stores the digests of jobs (see `job_digest`) in one write, each in
+  /// place of the job's earlier one and only while its seq is the job's
+  /// last event: a digest of an older state is left out. Returns how many
+  /// were stored.
+  [[nodiscard]] caf::expected<size_t>
+  put_digests(const std::vector<digest_record>& xs);
+
   /// Every job id that has events, in key order.
   [[nodiscard]] caf::expected<std::vector<std::string>> job_ids() const;
 
@@ -223,6 +230,12 @@ public:
     [[nodiscard]] caf::error
     for_each(const std::string& job_id, uint64_t from_seq,
              const std::function<caf::error(uint64_t, std::string_view)>& f);
+
+    /// The digest of `job_id` (see `put_digests`) if one is stored and the
+    /// job's last event is still the very record it was taken at; none
+    /// otherwise (also on a log without digests).
+    [[nodiscard]] caf::expected<std::optional<std::string>>
+    digest(const std::string& job_id);
 
     /// The base state of `job_id` (see `event_log::base`), if any.
     [[nodiscard]] caf::expected<std::optional<snapshot_record>>

@@ -31,18 +31,20 @@ enum cf : size_t {
   cf_bases = 6,     // job id -> be64(seq) + state bytes before the first event
   cf_fleet = 7,     // fleet streams: 'e' stream \0 be64(seq) -> event bytes,
                     // 's' stream -> be64(seq) + snapshot bytes
-  cf_count = 8,
+  cf_digests = 8,   // job id -> be64(seq) + be64(hash of event seq) + digest
+  cf_count = 9,
 };
 
 /// The column families' names, by index.
 inline constexpr const char* cf_names[cf_count]
   = {"default", "events",    "global", "snapshots",
-     "meta",    "incidents", "bases",  "fleet"};
+     "meta",    "incidents", "bases",  "fleet",
+     "digests"};
 
-/// Families a log written before the retention of live jobs lacks; a
-/// read-only open (which cannot create them) treats them as empty.
+/// Families a log written by an older version lacks; a read-only open (which cannot create them) treats them as empty.
 constexpr bool optional_family(size_t x) {
-  return x == cf_incidents || x == cf_bases || x == cf_fleet;
+  return x == cf_incidents || x == cf_bases || x == cf_fleet
+         || x == cf_digests;
 }
 
 /// Highest position ever handed out, kept when the newest index entries

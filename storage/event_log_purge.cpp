@@ -116,6 +116,9 @@ caf::expected<purge_stats> event_log::commit_purge(const purge_plan& plan) {
     auto snap = snapshot(t.job_id);
     if (!snap)
       return snap.error();
+    // A job created again after the purge starts at seq 1: no digest of
+    // its old life may match it.
+    batch.Delete(impl_->h(cf_digests), t.job_id);
     if (*snap && (*snap)->seq <= t.up_to_seq) {
       batch.Delete(impl_->h(cf_snapshots), t.job_id);
       ++stats.snapshots;

@@ -25,6 +25,13 @@ struct snapshot_record {
   std::string bytes;
 };
 
+/// The encoded digest of a job (see `job_digest`), taken at its event `seq`.
+struct digest_record {
+  std::string job_id;
+  uint64_t seq = 0;
+  std::string bytes;
+};
+
 /// Records of the fleet's own streams (the node registry's, ...), kept
 /// apart from every job's events: written in the same write as the jobs'
 /// records, never in the cluster-wide order, never removed by a job's
@@ -88,6 +95,11 @@ typename Inspector::result_type inspect(Inspector& f, log_record& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, snapshot_record& x) {
   return f(caf::meta::type_name("snapshot_record"), x.job_id, x.seq, x.bytes);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, digest_record& x) {
+  return f(caf::meta::type_name("digest_record"), x.job_id, x.seq, x.bytes);
 }
 
 template <class Inspector>

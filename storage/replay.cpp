@@ -87,6 +87,21 @@ caf::expected<replayed_job> replay_with(event_log::reader& log,
   return result;
 }
 
+// The digest of `job_id` if it still describes the job. A digest that does
+// not decode is left aside (the job is replayed instead): it is a cache.
+caf::expected<std::optional<job_digest>>
+dormant_digest(event_log::reader& log, const std::string& job_id) {
+  auto bytes = log.digest(job_id);
+  if (!bytes)
+    return bytes.error();
+  if (!*bytes)
+    return std::optional<job_digest>{};
+  auto digest = decode_digest(**bytes);
+  if (!digest || digest->summary.job_id != job_id)
+    return std::optional<job_digest>{};
+  return std::optional<job_digest>{std::move(*digest)};
+}
+
 } // namespace
 
 caf::expected<replayed_job> replay_job(const event_log& log,
@@ -97,7 +112,7 @@ caf::expected<replayed_job> replay_job(const event_log& log,
 }
 
 caf::expected<replay_result> replay_all(const event_log& log,
-                                        size_t threads) {
+                                        size_t threads, bool use_digests) {
   replay_result result;
   auto ids = log.job_ids();
   if (!ids)
@@ -110,6 +125,7 @@ caf::expected<replay_result> replay_all(const event_log& log,
     threads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 8);
   threads = std::min(threads, (n + run - 1) / run);
   std::vector<replayed_job> jobs(n);
+  std::vector<std::optional<job_digest>> dormant(n);
   std::vector<caf::error> errors(n);
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};
@@ -124,6 +140,18 @@ caf::expected<replay_result> replay_all(const event_log& log,
       for (auto i = first; i < std::min(first + run, n); ++i) {
         if (failed.load(std::memory_order_relaxed))
           return;
+        if (use_digests) {
+          auto digest = dormant_digest(reader, (*ids)[i]);
+          if (!digest) {
+            errors[i] = std::move(digest.error());
+            failed = true;
+            return;
+          }
+          if (*digest) {
+            dormant[i] = std::move(*digest);
+            continue;
+          }
+        }
         auto job = replay_with(reader, (*ids)[i], UINT64_MAX);
         if (job) {
           jobs[i] = std::move(*job);
@@ -143,6 +171,10 @@ caf::expected<replay_result> replay_all(const event_log& log,
   for (size_t i = 0; i < n; ++i) {
     if (errors[i])
       return std::move(errors[i]);
+    if (dormant[i]) {
+      result.dormant.push_back(std::move(*dormant[i]));
+      continue;
+    }
     auto& job = jobs[i];
     result.events_replayed += job.events_replayed;
     if (job.from_snapshot)

@@ -34,7 +34,10 @@ struct replayed_job {
 
 /// Every job of the log.
 struct replay_result {
-  std::vector<replayed_job> live;     ///< Jobs that exist.
+  std::vector<replayed_job> live;     ///< Jobs that exist, replayed.
+  /// Jobs that exist and were left undecoded: their stored digest still
+  /// describes them (see `replay_all`).
+  std::vector<job_digest> dormant;
   std::vector<deleted_job> deleted;   ///< Jobs whose last event deleted them.
   std::vector<discarded_event> discarded; ///< Torn last records left out.
   uint64_t events_replayed = 0;       ///< Events folded over all jobs.
@@ -51,8 +54,11 @@ replay_job(const event_log& log, const std::string& job_id,
            uint64_t up_to_seq = UINT64_MAX);
 
 /// Replays every job of the log, in order of job id, on `threads` threads
-/// (0: one per core, at most 8).
-[[nodiscard]] caf::expected<replay_result> replay_all(const event_log& log,
-                                                      size_t threads = 0);
+/// (0: one per core, at most 8). With `use_digests`, a job whose stored
+/// digest is still valid (taken at its last event, see
+/// `event_log::put_digests`) is not read further: it comes back in
+/// `dormant`, for its actor to replay it when it is first asked for.
+[[nodiscard]] caf::expected<replay_result>
+replay_all(const event_log& log, size_t threads = 0, bool use_digests = false);
 
 } // namespace recoverd::storage

@@ -563,6 +563,12 @@ job_summary to_summary(const job_model& state, bool subscribed) {
   return result;
 }
 
+std::optional<job_digest> to_digest(const job_model& state) {
+  if (!state.exists || state.rec.flow.deadline_ms > 0)
+    return std::nullopt;
+  return job_digest{to_summary(state, false), state.owner};
+}
+
 annotations_view to_annotations_view(const job_model& state) {
   return {state.spec.job_id, state.spec.annotations, state.rec.job.label,
           state.seq};

@@ -217,6 +217,11 @@ job_status to_status(const job_model& state, bool subscribed);
 /// The summary line of a model.
 job_summary to_summary(const job_model& state, bool subscribed);
 
+/// The digest of a job that may stay dormant until it is next asked for:
+/// one that exists and has no flow wait to time (a job actor does nothing
+/// of its own accord then). None otherwise.
+std::optional<job_digest> to_digest(const job_model& state);
+
 /// The annotations view of a model.
 annotations_view to_annotations_view(const job_model& state);
 

@@ -286,6 +286,18 @@ struct job_summary {
   std::vector<node_health> unhealthy_nodes;
 };
 
+/// What the registry holds of a job that start-up left undecoded (a
+/// dormant job): its listing line, and what its caps count. Written at a
+/// clean stop for every job without a pending timer; valid only while the
+/// job's last event is still the one it was taken at.
+struct job_digest {
+  /// The job's listing line as of `summary.last_seq` (never subscribed: a
+  /// dormant job has no agent stream).
+  job_summary summary;
+  /// The identity that created the job (see `job_model::owner`).
+  std::string owner;
+};
+
 /// A job's annotations and process-recover label.
 struct annotations_view {
   std::string job_id;

@@ -59,12 +59,13 @@ struct registry_fixture : test::actor_fixture {
   }
 
   void start(std::vector<initial_job> initial, std::vector<deleted_job> deleted,
-             size_t max_jobs = 100) {
+             size_t max_jobs = 100, std::vector<job_digest> dormant = {}) {
     journal_config jc;
     jc.retry_interval = millis{0}; // resume at the next append
     journal_hdl = sys().spawn(recoverd::journal, log.get(), jc);
     registry = sys().spawn(job_registry, config(max_jobs), journal_hdl,
-                           std::move(initial), std::move(deleted),
+                           std::move(initial), std::move(dormant),
+                           std::move(deleted),
                            static_cast<const storage::event_log*>(log.get()));
     run();
   }
@@ -80,15 +81,25 @@ struct registry_fixture : test::actor_fixture {
   }
 
   /// Stops the actors, replays the log, and starts again (a daemon restart).
-  void restart(size_t max_jobs = 100) {
+  /// With `digests`, a clean stop: the jobs' digests are stored first, and
+  /// the jobs they still describe start dormant.
+  void restart(size_t max_jobs = 100, bool digests = false) {
+    if (digests)
+      stored_digests = request<uint64_t>(registry, digest_atom::value);
     stop();
-    auto all = storage::replay_all(*log);
+    auto all = storage::replay_all(*log, 0, digests);
     REQUIRE(all);
     std::vector<initial_job> jobs;
     for (auto& j : all->live)
       jobs.push_back({j.state, j.events_replayed});
-    start(std::move(jobs), all->deleted, max_jobs);
+    dormant_at_start = all->dormant.size();
+    start(std::move(jobs), all->deleted, max_jobs, std::move(all->dormant));
   }
+
+  /// Digests the last `restart(..., true)` stored, and the jobs it left
+  /// dormant.
+  uint64_t stored_digests = 0;
+  size_t dormant_at_start = 0;
 
   put_result put(const job_spec& spec) {
     return request<put_result>(registry, put_atom::value, spec);
@@ -871,4 +882,86 @@ TEST_CASE_FIXTURE(registry_fixture, "a re-created job continues the "
                                  std::string{"j"});
   CHECK(live.model.subscriber_generation == 2);
   CHECK(live.live.generation == 2);
+}
+
+TEST_CASE_FIXTURE(registry_fixture, "a clean stop leaves idle jobs dormant; a "
+                                    "dormant job is replayed when first asked "
+                                    "for") {
+  registered("idle");
+  auto other = test::make_job("other");
+  other.ns = "elsewhere";
+  put(other);
+  auto busy_agent = registered("busy");
+  fault("busy", *busy_agent, {{"0", "1"}}); // a timed wait
+  auto summaries = [&](const std::string& ns) {
+    return request<std::vector<job_summary>>(registry, list_atom::value, ns);
+  };
+  auto before = summaries("");
+  auto idle_before
+    = request<job_status>(registry, get_atom::value, std::string{"idle"});
+  REQUIRE(before.size() == 3);
+  restart(3, true);
+  CHECK(stored_digests == 2); // not "busy": its wait is timed
+  CHECK(dormant_at_start == 2);
+  auto counters = [&] {
+    return request<component_status>(registry, status_atom::value,
+                                     status_verbosity::info)
+      .counters;
+  };
+  CHECK(counters().at("jobs") == 3);
+  CHECK(counters().at("dormant") == 2);
+  MESSAGE("the listing is the same, without the closed streams");
+  auto after = summaries("");
+  REQUIRE(after.size() == before.size());
+  for (size_t i = 0; i < after.size(); ++i) {
+    CHECK(after[i].job_id == before[i].job_id);
+    CHECK(after[i].ns == before[i].ns);
+    CHECK(after[i].name == before[i].name);
+    CHECK(after[i].registered == before[i].registered);
+    CHECK(after[i].recovery_state == before[i].recovery_state);
+    CHECK(after[i].pods == before[i].pods);
+    CHECK(after[i].ranks == before[i].ranks);
+    CHECK(after[i].last_seq == before[i].last_seq);
+    CHECK_FALSE(after[i].subscribed);
+  }
+  auto elsewhere = summaries("elsewhere");
+  REQUIRE(elsewhere.size() == 1);
+  CHECK(elsewhere[0].job_id == "other");
+  CHECK(counters().at("dormant") == 2); // listing wakes no job
+  MESSAGE("dormant jobs count against the cap and keep their registration");
+  auto err = request_error<put_result>(registry, put_atom::value,
+                                       test::make_job("new"));
+  CHECK(errc_of(err) == errc::job_cap_reached);
+  CHECK(reg("idle").code == 0);
+  CHECK(counters().at("dormant") == 1);
+  MESSAGE("the woken job is the one that was stopped");
+  auto idle_after
+    = request<job_status>(registry, get_atom::value, std::string{"idle"});
+  CHECK(idle_after.last_seq == idle_before.last_seq);
+  CHECK(idle_after.registered);
+  CHECK(idle_after.inited);
+  CHECK(idle_after.spec.pods.size() == idle_before.spec.pods.size());
+  auto agent = subscribe("idle");
+  fire_timers();
+  CHECK_FALSE(agent->items.empty());
+  MESSAGE("a change to a dormant job continues its sequence");
+  auto view = request<annotations_view>(
+    registry, annotate_atom::value, std::string{"other"},
+    string_map{{"b", "2"}}, std::vector<std::string>{},
+    std::string{"platform"});
+  CHECK(view.seq == before[2].last_seq + 1);
+  CHECK(counters().at("dormant") == 0);
+  MESSAGE("the job in a timed wait was replayed at start-up: its timer runs");
+  auto waiting
+    = request<job_status>(registry, get_atom::value, std::string{"busy"});
+  fire_timers();
+  auto moved
+    = request<job_status>(registry, get_atom::value, std::string{"busy"});
+  CHECK(moved.recovery_state != waiting.recovery_state);
+  MESSAGE("deleting a dormant job works as for any job");
+  restart(3, true);
+  CHECK(dormant_at_start == 3);
+  request<uint64_t>(registry, delete_atom::value, std::string{"idle"});
+  CHECK(counters().at("jobs") == 2);
+  CHECK(reg("idle").code == 402);
 }

@@ -65,6 +65,7 @@ struct status_fixture : test::actor_fixture {
     cfg.job.clock = [] { return int64_t{1'700'000'000'000}; };
     registry = sys().spawn(job_registry, cfg, journal_hdl,
                            std::vector<initial_job>{},
+                           std::vector<job_digest>{},
                            std::vector<deleted_job>{},
                            static_cast<const storage::event_log*>(log.get()));
     if (answering_hub)

@@ -789,10 +789,32 @@ TEST_CASE("e2e: a torn last record is discarded at start-up and reported; "
     REQUIRE(d.proc->wait() == 0);
   }
   text = read_file(dir / "daemon.log");
-  CHECK(text.find("and 3 events") != std::string::npos);
+  // The stop before stored the job's digest at seq 3: the job started
+  // dormant, and the get above read its 3 events.
+  CHECK(text.find("1 of the jobs dormant") != std::string::npos);
   CHECK(text.find("discarded 0 torn records") != std::string::npos);
-  MESSAGE("an undecodable record that is not the job's last is corruption");
+  MESSAGE("an undecodable record that is not the job's last is corruption: "
+          "the dormant job's requests are refused, its status names it");
   append_raw(dir / "data", "e2e-job", 2, "\xff\xff garbage");
+  {
+    running_daemon d{dir};
+    auto [rc, got] = ctl(d.address, "job get e2e-job");
+    CHECK(rc != 0);
+    auto [src, status] = ctl(d.address, "status --output json");
+    CHECK(status.find("job e2e-job event 2 cannot be decoded")
+          != std::string::npos);
+    d.proc->kill(SIGTERM);
+    REQUIRE(d.proc->wait() == 0);
+  }
+  CHECK(read_file(dir / "daemon.log")
+          .find("cannot replay the dormant job e2e-job")
+        != std::string::npos);
+  MESSAGE("once the job changed after the clean stop (as after a crash), the "
+          "start-up replays it and refuses to start");
+  append_raw(dir / "data", "e2e-job", 4,
+             recoverd::storage::encode_event(
+               {4, 1'700'000'000'000,
+                recoverd::annotations_changed{{{"late", "1"}}, {}, "platform"}}));
   auto [rc, out] = run_command(daemon_bin + " --listen 127.0.0.1:0 --data-dir "
                                + (dir / "data"));
   CHECK(rc == 1);
@@ -1313,4 +1335,49 @@ TEST_CASE("e2e redeliver: SwitchRankList delivered, SIGKILL, the switch "
 TEST_CASE("e2e redeliver: StressTestRankParams delivered, SIGKILL, the "
           "stress result is lost; a new worker stream gets them again") {
   lost_worker_result(true);
+}
+
+TEST_CASE("e2e: after SIGTERM the idle job starts dormant; it is listed "
+          "unread, and its agent's fault wakes it into a recovery") {
+  temp_dir dir;
+  {
+    std::ofstream f{dir / "job.json"};
+    f << job_file;
+  }
+  std::vector<std::string> fast{"--fault-flush-wait", "0",
+                                "--resource-release-wait", "0"};
+  std::string listed_before;
+  {
+    running_daemon d{dir, "127.0.0.1:0", fast};
+    REQUIRE(ctl(d.address, "job put " + (dir / "job.json")).first == 0);
+    recoverd::agent::client agent{d.address, "e2e-job"};
+    REQUIRE(agent.init_clusterd().code() == 0);
+    auto [rc, out] = ctl(d.address, "jobs");
+    REQUIRE_MESSAGE(rc == 0, out);
+    listed_before = out;
+    d.proc->kill(SIGTERM);
+    REQUIRE(d.proc->wait() == 0);
+  }
+  CHECK(read_file(dir / "daemon.log")
+          .find("stored the digests of 1 jobs for the next start-up")
+        != std::string::npos);
+  running_daemon d{dir, "127.0.0.1:0", fast};
+  auto text = read_file(dir / "daemon.log");
+  CHECK(text.find("replayed 1 jobs (0 from snapshots, 0 deleted) and 0 "
+                  "events")
+        != std::string::npos);
+  CHECK(text.find("1 of the jobs dormant") != std::string::npos);
+  MESSAGE("the listing is the one before the stop");
+  auto [rc, listed] = ctl(d.address, "jobs");
+  REQUIRE_MESSAGE(rc == 0, listed);
+  CHECK(listed == listed_before);
+  MESSAGE("the agent registers again and reports a fault: stopTrain");
+  recoverd::agent::client agent{d.address, "e2e-job"};
+  REQUIRE(agent.init_clusterd().code() == 0);
+  agent.start_subscribe();
+  std::this_thread::sleep_for(300ms);
+  REQUIRE(agent.report_process_fault({{"2", "1"}}).code() == 0);
+  auto stop = agent.next_signal(5s);
+  REQUIRE(stop);
+  CHECK(stop->signaltype() == "stopTrain");
 }

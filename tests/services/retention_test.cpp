@@ -56,6 +56,7 @@ struct retention_fixture {
     opts.data_dir = dir / "db";
     opts.worker_threads = 2;
     opts.registry.retention = std::chrono::hours{1};
+    opts.dormant_start = dormant_start;
     // A snapshot after every event: whatever is old lies before one.
     opts.registry.job.snapshot_every = 1;
     auto clock = now;
@@ -74,6 +75,9 @@ struct retention_fixture {
     http = std::make_unique<httplib::Client>("127.0.0.1", daemon->http_port());
     http->set_read_timeout(10, 0);
   }
+
+  /// Whether start-up leaves jobs with a current digest dormant.
+  bool dormant_start = true;
 
   void restart() {
     daemon->stop();
@@ -269,13 +273,24 @@ TEST_CASE("retention: a live job's old events go, its incidents stay, and "
   }
   auto state_before = fx.get("job").state();
   auto metrics_before = fx.metrics();
-  MESSAGE("restart");
+  MESSAGE("restart, replaying every job: from the snapshot");
+  fx.dormant_start = false;
   fx.restart();
   CHECK(fx.daemon->replayed().from_snapshot >= 1);
+  CHECK(fx.daemon->replayed().dormant == 0);
   auto state_after = fx.get("job").state();
   std::string diff;
   MessageDifferencer d;
   d.ReportDifferencesToString(&diff);
+  CHECK_MESSAGE(d.Compare(state_before, state_after), diff);
+  MESSAGE("restart after the clean stop: the job is dormant, then replayed "
+          "from the snapshot when asked for");
+  fx.dormant_start = true;
+  fx.restart();
+  CHECK(fx.daemon->replayed().dormant == fx.daemon->replayed().jobs);
+  CHECK(fx.daemon->replayed().jobs >= 1);
+  CHECK(fx.daemon->replayed().events == 0);
+  state_after = fx.get("job").state();
   CHECK_MESSAGE(d.Compare(state_before, state_after), diff);
   CHECK(same_incidents(fx.incidents("job"), before));
   CHECK(fx.events("job", 1).firstseq() == cut);

@@ -489,7 +489,9 @@ TEST_CASE("an in-process restart finds jobs, annotations and registrations") {
   }
   auto d = start_app(dir / "db");
   CHECK(d->replayed().jobs == 1);
-  CHECK(d->replayed().events == 1);
+  // The clean stop stored the job's digest: it is read when first asked for.
+  CHECK(d->replayed().dormant == 1);
+  CHECK(d->replayed().events == 0);
   auto ch = grpc::CreateChannel(d->address(), grpc::InsecureChannelCredentials());
   auto platform = pb::Platform::NewStub(ch);
   pb::JobRef ref;

@@ -638,3 +638,130 @@ TEST_CASE("with less free space than the reserve, opening and appending are "
   CHECK_FALSE((*log)->append({{"j", 1, "x"}}, {}));
   CHECK_FALSE((*log)->resume());
 }
+
+TEST_CASE("a digest is stored only at its job's last event and read back only "
+          "while that very record is still the job's last") {
+  test::temp_dir dir;
+  auto log = open_log(dir / "db");
+  REQUIRE_FALSE(log->append(job_events("a", 3)));
+  REQUIRE_FALSE(log->append(job_events("b", 2)));
+  auto full = replay_all(*log);
+  REQUIRE(full);
+  REQUIRE(full->live.size() == 2);
+  auto a = digest_record_of(full->live[0].state);
+  auto b = digest_record_of(full->live[1].state);
+  REQUIRE(a);
+  REQUIRE(b);
+  CHECK(a->seq == 3);
+  MESSAGE("a digest of an older state is left out");
+  auto stale = *b;
+  stale.seq = 1;
+  auto stored = log->put_digests({*a, stale});
+  REQUIRE(stored);
+  CHECK(*stored == 1);
+  auto digests = [&] {
+    event_log::reader reader{*log};
+    auto x = reader.digest("a");
+    auto y = reader.digest("b");
+    REQUIRE(x);
+    REQUIRE(y);
+    return std::make_pair(*x, *y);
+  };
+  auto [da, db] = digests();
+  REQUIRE(da);
+  CHECK(*da == a->bytes);
+  CHECK_FALSE(db);
+  MESSAGE("replay leaves the job with a current digest dormant");
+  auto all = replay_all(*log, 0, true);
+  REQUIRE(all);
+  REQUIRE(all->dormant.size() == 1);
+  REQUIRE(all->live.size() == 1);
+  CHECK(all->live[0].state.spec.job_id == "b");
+  const auto& dormant = all->dormant[0];
+  auto summary = to_summary(full->live[0].state, false);
+  CHECK(dormant.summary.job_id == "a");
+  CHECK(dormant.summary.name == summary.name);
+  CHECK(dormant.summary.ns == summary.ns);
+  CHECK(dormant.summary.recovery_state == summary.recovery_state);
+  CHECK(dormant.summary.pods == summary.pods);
+  CHECK(dormant.summary.ranks == summary.ranks);
+  CHECK(dormant.summary.last_seq == 3);
+  CHECK(dormant.owner == full->live[0].state.owner);
+  MESSAGE("without use_digests every job is replayed");
+  auto eager = replay_all(*log);
+  REQUIRE(eager);
+  CHECK(eager->dormant.empty());
+  CHECK(eager->live.size() == 2);
+  MESSAGE("a later event makes the digest stale");
+  REQUIRE_FALSE(log->append(job_events("a", 4, 4)));
+  CHECK_FALSE(digests().first);
+  MESSAGE("the same seq with another record does not match either");
+  auto four = replay_job(*log, "a");
+  REQUIRE(four);
+  auto n = log->put_digests({*digest_record_of(four->state)});
+  REQUIRE(n);
+  CHECK(*n == 1);
+  CHECK(digests().first);
+  // Overwritten in place, as no path of the daemon does: only the hash of
+  // the record tells.
+  REQUIRE_FALSE(log->append({{"a", 4,
+                              encode_event({4, 99,
+                                            annotations_changed{
+                                              {{"step", "other"}},
+                                              {},
+                                              "platform"}})}}));
+  CHECK_FALSE(digests().first);
+  MESSAGE("discarding the last record removes the digest");
+  auto now4 = replay_job(*log, "a");
+  REQUIRE(now4);
+  n = log->put_digests({*digest_record_of(now4->state)});
+  REQUIRE(n);
+  CHECK(*n == 1);
+  CHECK(digests().first);
+  auto found = log->discard("a", 4);
+  REQUIRE(found);
+  CHECK(*found);
+  REQUIRE_FALSE(log->append(job_events("a", 5, 4)));
+  CHECK_FALSE(digests().first);
+  MESSAGE("a purge of the deleted job removes its digest");
+  auto last = replay_job(*log, "a");
+  REQUIRE(last);
+  n = log->put_digests({*digest_record_of(last->state)});
+  REQUIRE(n);
+  CHECK(*n == 1);
+  REQUIRE(digests().first);
+  REQUIRE_FALSE(log->append(
+    {{"a", 6, encode_event({6, 100, job_deleted{}})}}));
+  auto plan = log->plan_purge({{"a", 6}});
+  while (!plan.scanned())
+    REQUIRE_FALSE(log->scan_purge(plan, 100));
+  REQUIRE(log->commit_purge(plan));
+  REQUIRE_FALSE(log->append(job_events("a", 6)));
+  CHECK_FALSE(digests().first);
+}
+
+TEST_CASE("digests round-trip through the codec; a job with a timed flow wait "
+          "has none") {
+  auto spec = test::make_job("j");
+  auto state = fold({}, {{1, 1, job_put{spec, true}},
+                         {2, 2, job_registered{"t"}}});
+  state.owner = "ops";
+  auto rec = digest_record_of(state);
+  REQUIRE(rec);
+  CHECK(rec->job_id == "j");
+  CHECK(rec->seq == 2);
+  auto back = decode_digest(rec->bytes);
+  REQUIRE(back);
+  auto summary = to_summary(state, false);
+  CHECK(back->owner == "ops");
+  CHECK(back->summary.registered);
+  CHECK(back->summary.ranks == summary.ranks);
+  CHECK(back->summary.pods == summary.pods);
+  CHECK(back->summary.last_seq == 2);
+  CHECK_FALSE(decode_digest("\xff\xff garbage"));
+  state.rec.flow.deadline_ms = 12345;
+  CHECK_FALSE(digest_record_of(state));
+  state.rec.flow.deadline_ms = 0;
+  state.exists = false;
+  CHECK_FALSE(digest_record_of(state));
+}

@@ -306,7 +306,8 @@ private:
     jc.retry_interval = millis{0};
     journal_ = sys_.spawn(recoverd::journal, log_.get(), jc);
     registry_ = sys_.spawn(job_registry, config(), journal_,
-                           std::move(initial), std::move(deleted),
+                           std::move(initial), std::vector<job_digest>{},
+                           std::move(deleted),
                            static_cast<const storage::event_log*>(log_.get()));
     sched_.run();
   }
