@@ -696,12 +696,16 @@ TEST_CASE("a digest is stored only at its job's last event and read back only "
   REQUIRE_FALSE(log->append(job_events("a", 4, 4)));
   CHECK_FALSE(digests().first);
   MESSAGE("the same seq with another record does not match either");
-  auto four = replay_job(*log, "a");
-  REQUIRE(four);
-  auto n = log->put_digests({*digest_record_of(four->state)});
-  REQUIRE(n);
-  CHECK(*n == 1);
-  CHECK(digests().first);
+  // Stores the digest of "a" as it is now, as a clean stop does.
+  auto store_current = [&] {
+    auto now = replay_job(*log, "a");
+    REQUIRE(now);
+    auto n = log->put_digests({*digest_record_of(now->state)});
+    REQUIRE(n);
+    CHECK(*n == 1);
+    CHECK(digests().first);
+  };
+  store_current();
   // Overwritten in place, as no path of the daemon does: only the hash of
   // the record tells.
   REQUIRE_FALSE(log->append({{"a", 4,
@@ -712,24 +716,14 @@ TEST_CASE("a digest is stored only at its job's last event and read back only "
                                               "platform"}})}}));
   CHECK_FALSE(digests().first);
   MESSAGE("discarding the last record removes the digest");
-  auto now4 = replay_job(*log, "a");
-  REQUIRE(now4);
-  n = log->put_digests({*digest_record_of(now4->state)});
-  REQUIRE(n);
-  CHECK(*n == 1);
-  CHECK(digests().first);
+  store_current();
   auto found = log->discard("a", 4);
   REQUIRE(found);
   CHECK(*found);
   REQUIRE_FALSE(log->append(job_events("a", 5, 4)));
   CHECK_FALSE(digests().first);
   MESSAGE("a purge of the deleted job removes its digest");
-  auto last = replay_job(*log, "a");
-  REQUIRE(last);
-  n = log->put_digests({*digest_record_of(last->state)});
-  REQUIRE(n);
-  CHECK(*n == 1);
-  REQUIRE(digests().first);
+  store_current();
   REQUIRE_FALSE(log->append(
     {{"a", 6, encode_event({6, 100, job_deleted{}})}}));
   auto plan = log->plan_purge({{"a", 6}});
