@@ -62,6 +62,7 @@ const job_actor* wake(self_ptr self, const std::string& id) {
     return nullptr;
   }
   st.dormant.erase(d);
+  st.unreplayable.erase(id); // repaired meanwhile
   spawn_job(self, std::move(replayed->state), replayed->events_replayed);
   return &st.jobs.find(id)->second;
 }
@@ -316,6 +317,11 @@ caf::result<put_result> put_job(self_ptr self, job_spec spec,
     return self->delegate(*hdl, put_atom::value, std::move(spec),
                           std::move(origin.by));
   auto& st = self->state;
+  // A dormant job whose log does not replay is not created again over it.
+  if (auto i = st.unreplayable.find(spec.job_id); i != st.unreplayable.end())
+    return make_error(errc::corrupt_record,
+                      "job " + spec.job_id
+                        + " cannot be replayed from the log: " + i->second);
   if (st.purging.count(spec.job_id) > 0)
     return make_error(errc::overloaded,
                       "job " + spec.job_id

@@ -800,6 +800,9 @@ TEST_CASE("e2e: a torn last record is discarded at start-up and reported; "
     running_daemon d{dir};
     auto [rc, got] = ctl(d.address, "job get e2e-job");
     CHECK(rc != 0);
+    auto [prc, put] = ctl(d.address, "job put " + (dir / "job.json"));
+    CHECK(prc != 0);
+    CHECK(put.find("cannot be replayed from the log") != std::string::npos);
     auto [src, status] = ctl(d.address, "status --output json");
     CHECK(status.find("job e2e-job event 2 cannot be decoded")
           != std::string::npos);
