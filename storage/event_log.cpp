@@ -36,6 +36,20 @@ last_event(rocksdb::Iterator& it, const std::string& job_id) {
                         record_hash(it.value().ToStringView()));
 }
 
+// The value stored under exactly `key` in `it`'s family, if any; valid
+// until `it` moves.
+caf::expected<std::optional<std::string_view>>
+seek_exact(rocksdb::Iterator& it, const std::string& key, const char* what) {
+  it.Seek(key);
+  if (!it.status().ok())
+    return log_detail::io_error(std::string{"cannot read the "} + what + " of "
+                                  + key,
+                                it.status());
+  if (!it.Valid() || it.key() != rocksdb::Slice{key})
+    return std::optional<std::string_view>{};
+  return std::optional<std::string_view>{it.value().ToStringView()};
+}
+
 // Free bytes (for unprivileged users) of the file system holding `path`, or
 // of its nearest existing parent.
 std::optional<uint64_t> free_bytes(std::filesystem::path path) {
@@ -411,10 +425,7 @@ event_log::put_digests(const std::vector<digest_record>& xs) {
       return last.error();
     if (last->first == 0 || last->first != x.seq)
       continue;
-    std::string value;
-    value.reserve(16 + x.bytes.size());
-    put_be64(value, x.seq);
-    put_be64(value, last->second);
+    auto value = seq_prefixed(x.seq, be64(last->second));
     value.append(x.bytes);
     batch.Put(impl_->h(cf_digests), x.job_id, value);
     ++stored;
@@ -449,15 +460,10 @@ caf::expected<std::vector<std::string>> event_log::job_ids() const {
 caf::expected<uint64_t> event_log::last_seq(const std::string& job_id) const {
   std::unique_ptr<rocksdb::Iterator> it{
     impl_->db->NewIterator(rocksdb::ReadOptions{}, impl_->h(cf_events))};
-  it->SeekForPrev(event_key(job_id, UINT64_MAX));
-  if (!it->status().ok())
-    return io_error("cannot read events of " + job_id, it->status());
-  if (!it->Valid())
-    return uint64_t{0};
-  auto parsed = parse_event_key(it->key().ToStringView());
-  if (!parsed || parsed->first != job_id)
-    return uint64_t{0};
-  return parsed->second;
+  auto last = last_event(*it, job_id);
+  if (!last)
+    return last.error();
+  return last->first;
 }
 
 caf::expected<uint64_t> event_log::first_seq(const std::string& job_id)
@@ -529,8 +535,7 @@ caf::expected<bool> event_log::discard(const std::string& job_id,
   rocksdb::WriteBatch batch;
   batch.Delete(impl_->h(cf_events), key);
   // The next event takes the discarded one's seq: no digest may match it.
-  if (impl_->h(cf_digests) != nullptr)
-    batch.Delete(impl_->h(cf_digests), job_id);
+  batch.Delete(impl_->h(cf_digests), job_id);
   // A torn record is among the newest: search the order from its end.
   bool found = false;
   {
@@ -589,13 +594,12 @@ event_log::reader::~reader() = default;
 
 caf::expected<std::optional<snapshot_record>>
 event_log::reader::snapshot(const std::string& job_id) {
-  auto& it = *impl_->snapshots;
-  it.Seek(job_id);
-  if (!it.status().ok())
-    return io_error("cannot read the snapshot of " + job_id, it.status());
-  if (!it.Valid() || it.key() != rocksdb::Slice{job_id})
+  auto found = seek_exact(*impl_->snapshots, job_id, "snapshot");
+  if (!found)
+    return found.error();
+  if (!*found)
     return std::optional<snapshot_record>{};
-  auto value = it.value().ToStringView();
+  auto value = **found;
   if (value.size() < 8)
     return make_error(errc::corrupt_record, "malformed snapshot of " + job_id);
   return std::optional<snapshot_record>{
@@ -607,15 +611,13 @@ event_log::reader::digest(const std::string& job_id) {
   using result = std::optional<std::string>;
   if (!impl_->digests)
     return result{};
-  auto& it = *impl_->digests;
-  it.Seek(job_id);
-  if (!it.status().ok())
-    return io_error("cannot read the digest of " + job_id, it.status());
-  if (!it.Valid() || it.key() != rocksdb::Slice{job_id})
+  auto found = seek_exact(*impl_->digests, job_id, "digest");
+  if (!found)
+    return found.error();
+  // A digest is a cache: a malformed one is as good as none.
+  if (!*found || (*found)->size() < 16)
     return result{};
-  auto value = it.value().ToStringView();
-  if (value.size() < 16)
-    return make_error(errc::corrupt_record, "malformed digest of " + job_id);
+  auto value = **found;
   auto last = last_event(*impl_->events, job_id);
   if (!last)
     return last.error();

@@ -31,7 +31,8 @@ enum cf : size_t {
   cf_bases = 6,     // job id -> be64(seq) + state bytes before the first event
   cf_fleet = 7,     // fleet streams: 'e' stream \0 be64(seq) -> event bytes,
                     // 's' stream -> be64(seq) + snapshot bytes
-  cf_digests = 8,   // job id -> be64(seq) + be64(hash of event seq) + digest
+  cf_digests = 8,   // job id -> be64(seq) + be64(hash of the event record
+                    // at seq) + digest bytes
   cf_count = 9,
 };
 
@@ -41,7 +42,8 @@ inline constexpr const char* cf_names[cf_count]
      "meta",    "incidents", "bases",  "fleet",
      "digests"};
 
-/// Families a log written by an older version lacks; a read-only open (which cannot create them) treats them as empty.
+/// Families a log written by an older version lacks; a read-only open
+/// (which cannot create them) treats them as empty.
 constexpr bool optional_family(size_t x) {
   return x == cf_incidents || x == cf_bases || x == cf_fleet
          || x == cf_digests;

@@ -560,7 +560,7 @@ scan in_runs(const bare_db& b, const std::vector<std::string>& ids,
     std::unique_ptr<rocksdb::Iterator> snaps{
       b.db->NewIterator(ro, b.snapshots())};
     std::unique_ptr<rocksdb::Iterator> digests{
-      b.db->NewIterator(ro, b.digests_at == 0 ? b.snapshots() : b.digests())};
+      b.db->NewIterator(ro, b.digests())};
     uint64_t n = 0;
     uint64_t size = 0;
     for (;;) {
@@ -597,23 +597,23 @@ scan run_bare_tails(const std::string& path) {
                                  rocksdb::Iterator& snaps, rocksdb::Iterator&,
                                  const std::string& id, uint64_t& n,
                                  uint64_t& size) {
-        uint64_t from = 1;
-        snaps.Seek(id);
-        if (snaps.Valid() && snaps.key() == rocksdb::Slice{id}) {
-          auto value = snaps.value();
-          if (value.size() < 8)
-            die("malformed snapshot");
-          from = be64_at(value) + 1;
-          ++n;
-          size += snaps.key().size() + value.size();
-        }
-        auto prefix = id + '\0';
-        for (evs.Seek(seq_key(id, from));
-             evs.Valid() && evs.key().starts_with(prefix); evs.Next()) {
-          ++n;
-          size += evs.key().size() + evs.value().size();
-        }
-      });
+    uint64_t from = 1;
+    snaps.Seek(id);
+    if (snaps.Valid() && snaps.key() == rocksdb::Slice{id}) {
+      auto value = snaps.value();
+      if (value.size() < 8)
+        die("malformed snapshot");
+      from = be64_at(value) + 1;
+      ++n;
+      size += snaps.key().size() + value.size();
+    }
+    auto prefix = id + '\0';
+    for (evs.Seek(seq_key(id, from));
+         evs.Valid() && evs.key().starts_with(prefix); evs.Next()) {
+      ++n;
+      size += evs.key().size() + evs.value().size();
+    }
+  });
 }
 
 // What start-up reads when the digests are current: the job ids, each
