@@ -402,7 +402,7 @@ void commit(job_self self, std::vector<event_body> bodies,
         // What the events say about the job's nodes, for the fleet's node
         // registry, each against the model it was decided on.
         std::vector<node_observation> seen;
-        // `apply` takes a step's change and a spec out of their event;
+        // `apply_to` takes a step's change and a spec out of their event;
         // `after_events` reads only what is left.
         for (auto& ev : evs) {
           ES_DEBUG("job {} appended {} #{}", st.model.spec.job_id,
@@ -414,7 +414,7 @@ void commit(job_self self, std::vector<event_body> bodies,
           auto ended = ending_flow(st.model, ev);
           auto outcomes = st.model.rec.job.flows;
           auto time_ms = ev.time_ms;
-          st.model = apply(std::move(st.model), std::move(ev));
+          apply_to(st.model, std::move(ev));
           if (ended) {
             const auto& job = st.model.rec.job;
             // A step that counted no flow left no outcome of its own.

@@ -77,7 +77,7 @@ caf::expected<replayed_job> replay_with(event_log::reader& log,
                           "job " + job_id + " event " + std::to_string(seq)
                             + " is out of sequence after "
                             + std::to_string(result.state.seq));
-      result.state = apply(std::move(result.state), std::move(*ev));
+      apply_to(result.state, std::move(*ev));
       ++result.events_replayed;
       return caf::none;
     });

@@ -89,7 +89,7 @@ plan_live_cut(const event_log& log, const std::string& job_id,
                        if (!ev)
                          return ev.error();
                        h.add(*ev);
-                       state = apply(std::move(state), std::move(*ev));
+                       apply_to(state, std::move(*ev));
                        return caf::none;
                      });
   if (err && err != done)

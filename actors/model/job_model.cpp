@@ -74,7 +74,7 @@ const char* kind_name(const event_body& body) {
 
 // -- apply --------------------------------------------------------------------
 
-job_model apply(job_model state, const event& ev) {
+void apply_to(job_model& state, const event& ev) {
   std::visit(overload{
                [&](const job_put& x) {
                  if (x.created) {
@@ -135,10 +135,9 @@ job_model apply(job_model state, const event& ev) {
              ev.body);
   state.seq = ev.seq;
   state.updated_at_ms = ev.time_ms;
-  return state;
 }
 
-job_model apply(job_model state, event&& ev) {
+void apply_to(job_model& state, event&& ev) {
   // The large parts of an event are taken instead of copied: a step's
   // change is patched in first (the rest of the event then applies with an
   // empty change), a spec is moved in last.
@@ -149,17 +148,26 @@ job_model apply(job_model state, event&& ev) {
   } else if (auto* x = std::get_if<job_put>(&ev.body)) {
     spec = std::move(x->spec);
   }
-  state = apply(std::move(state), std::as_const(ev));
+  apply_to(state, std::as_const(ev));
   if (spec) {
     state.spec = std::move(*spec);
     state.ranks = make_rank_index(state.spec);
   }
+}
+
+job_model apply(job_model state, const event& ev) {
+  apply_to(state, ev);
+  return state;
+}
+
+job_model apply(job_model state, event&& ev) {
+  apply_to(state, std::move(ev));
   return state;
 }
 
 job_model fold(job_model state, const std::vector<event>& evs) {
   for (const auto& ev : evs)
-    state = apply(std::move(state), ev);
+    apply_to(state, ev);
   return state;
 }
 
@@ -563,8 +571,12 @@ job_summary to_summary(const job_model& state, bool subscribed) {
   return result;
 }
 
+bool may_stay_dormant(const job_model& state) {
+  return state.exists && state.rec.flow.deadline_ms == 0;
+}
+
 std::optional<job_digest> to_digest(const job_model& state) {
-  if (!state.exists || state.rec.flow.deadline_ms > 0)
+  if (!may_stay_dormant(state))
     return std::nullopt;
   return job_digest{to_summary(state, false), state.owner};
 }

@@ -71,7 +71,8 @@ struct job_model {
   uint64_t subscriber_generation = 0; ///< Subscriptions so far.
   uint64_t seq = 0;                   ///< Sequence number of the last event.
   /// Where each rank lives; rebuilt from `spec` by every job_put (derived,
-  /// never stored). May be null (a model built by hand): users index then.
+  /// never stored). Null in a model built by hand or decoded from a
+  /// snapshot (users index then; a job actor builds it when it starts).
   rank_index_ptr ranks;
 };
 
@@ -89,6 +90,13 @@ job_model apply(job_model state, const event& ev);
 /// Returns the state after `ev`, taking its large parts instead of copying
 /// them (replay). Pure.
 job_model apply(job_model state, event&& ev);
+
+/// `apply` on `state` in place: a job model is large, and a replay or a
+/// commit that folds many events need not move it in and out each time.
+void apply_to(job_model& state, const event& ev);
+
+/// `apply` on `state` in place, taking the large parts of `ev`.
+void apply_to(job_model& state, event&& ev);
 
 /// Folds `evs` into `state`. Pure.
 job_model fold(job_model state, const std::vector<event>& evs);
@@ -217,9 +225,12 @@ job_status to_status(const job_model& state, bool subscribed);
 /// The summary line of a model.
 job_summary to_summary(const job_model& state, bool subscribed);
 
-/// The digest of a job that may stay dormant until it is next asked for:
-/// one that exists and has no flow wait to time (a job actor does nothing
-/// of its own accord then). None otherwise.
+/// Whether a job may stay dormant until it is next asked for: it exists and
+/// has no flow wait to time (a job actor does nothing of its own accord
+/// then).
+bool may_stay_dormant(const job_model& state);
+
+/// The digest of a job that may stay dormant; none otherwise.
 std::optional<job_digest> to_digest(const job_model& state);
 
 /// The annotations view of a model.
