@@ -271,6 +271,9 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
     return job_actor::behavior_type::make_empty_behavior();
   }
   self->state.model = std::move(initial);
+  // A model decoded from a snapshot comes without its rank index.
+  if (self->state.model.exists && !self->state.model.ranks)
+    self->state.model.ranks = make_rank_index(self->state.model.spec);
   self->state.events_since_snapshot = since_snapshot;
   self->state.cfg = std::move(cfg);
   self->state.journal = std::move(journal);

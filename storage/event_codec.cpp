@@ -367,18 +367,46 @@ std::string encode_event(const event& ev) {
   return out.SerializeAsString();
 }
 
+namespace {
+
+// Replay decodes every record at start-up: parsing onto an arena that starts
+// in a per-thread block makes the parser's many small allocations bump
+// allocations, all released at once. One at a time per thread (the block is
+// shared), which the decoders below are.
+class scratch_arena {
+public:
+  scratch_arena() : arena_{options()} {
+  }
+
+  // The message parsed from `bytes`, or null when they do not parse.
+  template <class Message>
+  const Message* parse(std::string_view bytes) {
+    auto* msg = google::protobuf::Arena::CreateMessage<Message>(&arena_);
+    if (!msg->ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+      return nullptr;
+    return msg;
+  }
+
+private:
+  static google::protobuf::ArenaOptions options() {
+    thread_local std::array<char, 32 * 1024> first_block;
+    google::protobuf::ArenaOptions result;
+    result.initial_block = first_block.data();
+    result.initial_block_size = first_block.size();
+    return result;
+  }
+
+  google::protobuf::Arena arena_;
+};
+
+} // namespace
+
 caf::expected<event> decode_event(std::string_view bytes) {
-  // Replay decodes every event at start-up: parsing onto an arena that
-  // starts in a per-thread block makes the parser's many small allocations
-  // bump allocations, all released at once.
-  thread_local std::array<char, 32 * 1024> first_block;
-  google::protobuf::ArenaOptions arena_opts;
-  arena_opts.initial_block = first_block.data();
-  arena_opts.initial_block_size = first_block.size();
-  google::protobuf::Arena arena{arena_opts};
-  auto& in = *google::protobuf::Arena::CreateMessage<pe::Event>(&arena);
-  if (!in.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+  scratch_arena arena;
+  const auto* parsed = arena.parse<pe::Event>(bytes);
+  if (parsed == nullptr)
     return make_error(errc::corrupt_record, "event record does not parse");
+  const auto& in = *parsed;
   if (in.version() == 0 || in.version() > record_version)
     return make_error(errc::corrupt_record,
                       "event record version " + std::to_string(in.version())
@@ -478,9 +506,11 @@ std::string encode_snapshot(const job_model& state) {
 }
 
 caf::expected<job_model> decode_snapshot(std::string_view bytes) {
-  pe::Snapshot in;
-  if (!in.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+  scratch_arena arena;
+  const auto* parsed = arena.parse<pe::Snapshot>(bytes);
+  if (parsed == nullptr)
     return make_error(errc::corrupt_record, "snapshot record does not parse");
+  const auto& in = *parsed;
   if (in.version() == 0 || in.version() > record_version)
     return make_error(errc::corrupt_record,
                       "snapshot record version " + std::to_string(in.version())
@@ -505,7 +535,8 @@ caf::expected<job_model> decode_snapshot(std::string_view bytes) {
     return make_error(errc::corrupt_record,
                       "snapshot record has an unknown " + names.bad);
   result.seq = in.seq();
-  result.ranks = make_rank_index(result.spec);
+  // No rank index: the job actor builds it (`job`), and a replay at
+  // start-up need not, for a job that may stay dormant.
   return result;
 }
 

@@ -1323,7 +1323,15 @@ std::string first_difference(const job_model& x, const job_model& y) {
   cmp("subscriber_generation",
       x.subscriber_generation == y.subscriber_generation);
   cmp("seq", x.seq == y.seq);
-  cmp("ranks", (x.ranks ? x.ranks->size() : 0) == (y.ranks ? y.ranks->size() : 0));
+  // The rank index is derived: absent (a decoded snapshot leaves it to the
+  // job actor) or indexing every device of the spec.
+  auto indexes_spec = [](const job_model& m) {
+    size_t devices = 0;
+    for (const auto& p : m.spec.pods)
+      devices += p.devices.size();
+    return !m.ranks || m.ranks->size() == devices;
+  };
+  cmp("ranks", indexes_spec(x) && indexes_spec(y));
   return out;
 }
 
