@@ -9,6 +9,7 @@
 #include "actors/job.hpp"
 #include "actors/job_directory.hpp"
 #include "actors/log.hpp"
+#include "storage/event_codec.hpp"
 #include "storage/event_log.hpp"
 #include "storage/replay.hpp"
 
@@ -42,13 +43,22 @@ job_actor spawn_job(self_ptr self, job_model initial,
   return hdl;
 }
 
-// Gives the dormant job `id` its actor, replayed from the log; null when it
-// is not dormant or cannot be replayed (then it stays dormant and says why
-// in the log).
+// Gives the dormant job `id` its actor, from the state start-up parked or
+// replayed from the log; null when it is not dormant or cannot be replayed
+// (then it stays dormant and says why in the log).
 const job_actor* wake(self_ptr self, const std::string& id) {
   auto& st = self->state;
   auto d = st.dormant.find(id);
-  if (d == st.dormant.end() || st.log == nullptr)
+  if (d == st.dormant.end())
+    return nullptr;
+  if (auto p = st.parked.find(id); p != st.parked.end()) {
+    auto x = std::move(p->second);
+    st.parked.erase(p);
+    st.dormant.erase(d);
+    spawn_job(self, std::move(x.state), x.since_snapshot);
+    return &st.jobs.find(id)->second;
+  }
+  if (st.log == nullptr)
     return nullptr;
   auto replayed = storage::replay_job(*st.log, id);
   if (!replayed || !replayed->state.exists) {
@@ -438,7 +448,14 @@ job_registry(job_registry_actor::stateful_pointer<job_registry_state> self,
     if (x.state.registered)
       st.registered.insert(x.state.spec.job_id);
     add_owned(self, x.state.spec.job_id, x.state.owner);
-    spawn_job(self, std::move(x.state), x.since_snapshot);
+    auto digest = st.cfg.park_replayed ? to_digest(x.state) : std::nullopt;
+    if (!digest) {
+      spawn_job(self, std::move(x.state), x.since_snapshot);
+      continue;
+    }
+    auto id = x.state.spec.job_id;
+    st.parked.emplace(id, std::move(x));
+    st.dormant.emplace(std::move(id), std::move(*digest));
   }
   // Retention: once now, at start-up, then periodically.
   self->send(self, sweep_atom::value);
@@ -725,7 +742,7 @@ job_registry(job_registry_actor::stateful_pointer<job_registry_state> self,
       return rp;
     },
     [=](digest_atom) -> caf::result<uint64_t> {
-      // The dormant jobs' digests are stored and still current.
+      // The digests of dormant jobs not parked are stored and current.
       auto rp = self->make_response_promise<uint64_t>();
       auto acc = std::make_shared<std::vector<digest_record>>();
       fan_out<digest_record>(
@@ -735,6 +752,10 @@ job_registry(job_registry_actor::stateful_pointer<job_registry_state> self,
             acc->push_back(std::move(x));
         },
         [=]() mutable {
+          // Parked jobs were replayed because their digest was not current.
+          for (const auto& [id, x] : self->state.parked)
+            if (auto r = storage::digest_record_of(x.state))
+              acc->push_back(std::move(*r));
           rp.delegate(self->state.journal, digest_atom::value,
                       std::move(*acc));
         },

@@ -165,11 +165,15 @@ caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
   }
   std::vector<initial_job> jobs;
   jobs.reserve(replayed->live.size());
-  for (auto& j : replayed->live)
+  for (auto& j : replayed->live) {
+    if (opts.dormant_start && may_stay_dormant(j.state))
+      ++self->replayed_.parked;
     jobs.push_back({std::move(j.state), j.events_replayed});
+  }
   replayed->live.clear();
+  opts.registry.park_replayed = opts.dormant_start;
   self->replayed_.jobs = jobs.size() + replayed->dormant.size();
-  self->replayed_.dormant = replayed->dormant.size();
+  self->replayed_.dormant = replayed->dormant.size() + self->replayed_.parked;
   self->replayed_.deleted_jobs = replayed->deleted.size();
   self->replayed_.from_snapshot = replayed->from_snapshot;
   self->replayed_.events = replayed->events_replayed;
@@ -323,9 +327,11 @@ caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
   else
     ES_INFO("recoverd replayed {} jobs ({} from snapshots, {} deleted) and "
             "{} events from {} in {:.1f} ms, discarded {} torn records; {} "
-            "of the jobs dormant, read when first asked for (incarnation {})",
+            "of the jobs dormant ({} of them replayed), given their actor "
+            "when first asked for (incarnation {})",
             r.jobs, r.from_snapshot, r.deleted_jobs, r.events, opts.data_dir,
-            r.millis, r.discarded, r.dormant, self->log_->incarnation());
+            r.millis, r.discarded, r.dormant, r.parked,
+            self->log_->incarnation());
   ES_INFO("recoverd listening on {} ({}) (started in {:.1f} ms)",
           self->address(), opts.tls.enabled() ? "TLS" : "plaintext",
           r.ready_millis);

@@ -88,8 +88,10 @@ struct app_options {
   /// The jobs as a standby kept them live (`--store etcd`): start from
   /// these instead of replaying the log. Null: replay.
   std::shared_ptr<storage::replay_result> preloaded = nullptr;
-  /// At start-up, leave the jobs whose digest from the last clean stop is
-  /// current dormant (read when first asked for); false replays every job.
+  /// At start-up, leave dormant the jobs whose digest from the last clean
+  /// stop is current (read when first asked for) and the replayed ones that
+  /// may stay dormant (see `registry_config::park_replayed`); false replays
+  /// and spawns every job.
   bool dormant_start = true;
 };
 
@@ -99,6 +101,9 @@ struct replay_stats {
   /// Live jobs left undecoded until first asked for (their digests from
   /// the last clean stop were current).
   size_t dormant = 0;
+  /// Live jobs replayed at start-up that wait, dormant, for their actor
+  /// until first asked for (counted in `dormant` too).
+  size_t parked = 0;
   size_t deleted_jobs = 0;  ///< Deleted jobs whose history is retained.
   size_t from_snapshot = 0; ///< Jobs that started at a snapshot.
   uint64_t events = 0;      ///< Events folded (after snapshots).

@@ -55,8 +55,12 @@ struct registry_fixture : test::actor_fixture {
     cfg.job.snapshot_every = 3;
     cfg.job.clock = [this] { return now; };
     cfg.retention = std::chrono::hours{1};
+    cfg.park_replayed = park;
     return cfg;
   }
+
+  /// Whether the registry parks the jobs it is given (as the daemon does).
+  bool park = false;
 
   void start(std::vector<initial_job> initial, std::vector<deleted_job> deleted,
              size_t max_jobs = 100, std::vector<job_digest> dormant = {}) {
@@ -964,4 +968,64 @@ TEST_CASE_FIXTURE(registry_fixture, "a clean stop leaves idle jobs dormant; a "
   request<uint64_t>(registry, delete_atom::value, std::string{"idle"});
   CHECK(counters().at("jobs") == 2);
   CHECK(reg("idle").code == 402);
+}
+
+TEST_CASE_FIXTURE(registry_fixture, "with no current digest (a crash), "
+                                    "replayed jobs without a timed wait stay "
+                                    "dormant until asked for; a clean stop "
+                                    "stores their digests") {
+  registered("idle");
+  auto busy_agent = registered("busy");
+  fault("busy", *busy_agent, {{"0", "1"}}); // a timed wait
+  auto before
+    = request<std::vector<job_summary>>(registry, list_atom::value,
+                                        std::string{});
+  auto idle_before
+    = request<job_status>(registry, get_atom::value, std::string{"idle"});
+  auto counters = [&] {
+    return request<component_status>(registry, status_atom::value,
+                                     status_verbosity::info)
+      .counters;
+  };
+  park = true;
+  restart(); // no digests: every job replayed
+  CHECK(dormant_at_start == 0);
+  CHECK(counters().at("jobs") == 2);
+  CHECK(counters().at("dormant") == 1); // "busy" has its actor: a timer
+  auto after
+    = request<std::vector<job_summary>>(registry, list_atom::value,
+                                        std::string{});
+  REQUIRE(after.size() == before.size());
+  for (size_t i = 0; i < after.size(); ++i) {
+    CHECK(after[i].job_id == before[i].job_id);
+    CHECK(after[i].recovery_state == before[i].recovery_state);
+    CHECK(after[i].registered == before[i].registered);
+    CHECK(after[i].last_seq == before[i].last_seq);
+  }
+  CHECK(counters().at("dormant") == 1); // listing wakes no job
+  MESSAGE("a clean stop stores the digest of the job never asked for");
+  restart(100, true);
+  CHECK(stored_digests == 1);
+  CHECK(dormant_at_start == 1);
+  MESSAGE("asked for, the parked job is the one replayed, and runs flows");
+  restart(); // parked again, from the log
+  REQUIRE(counters().at("dormant") == 1);
+  auto idle_after
+    = request<job_status>(registry, get_atom::value, std::string{"idle"});
+  CHECK(counters().at("dormant") == 0);
+  CHECK(idle_after.last_seq == idle_before.last_seq);
+  CHECK(idle_after.registered);
+  CHECK(idle_after.inited);
+  auto agent = subscribe("idle");
+  fault("idle", *agent, {{"0", "1"}});
+  auto faulted
+    = request<job_status>(registry, get_atom::value, std::string{"idle"});
+  CHECK(faulted.recovery_state != idle_after.recovery_state);
+  MESSAGE("the job in a timed wait was spawned: its timer runs");
+  auto waiting
+    = request<job_status>(registry, get_atom::value, std::string{"busy"});
+  fire_timers();
+  auto moved
+    = request<job_status>(registry, get_atom::value, std::string{"busy"});
+  CHECK(moved.recovery_state != waiting.recovery_state);
 }
