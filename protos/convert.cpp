@@ -18,6 +18,7 @@ job_spec from_proto(const pb::JobSpec& x) {
   result.sub_healthy_strategy = x.subhealthystrategy();
   result.platform_mode = x.platformmode();
   result.annotations = {x.annotations().begin(), x.annotations().end()};
+  result.pods.reserve(static_cast<size_t>(x.pods_size()));
   for (const auto& p : x.pods()) {
     pod q;
     q.pod_rank = p.podrank();
@@ -25,6 +26,7 @@ job_spec from_proto(const pb::JobSpec& x) {
     q.node_name = p.nodename();
     q.running = p.running();
     q.super_pod_id = p.superpodid();
+    q.devices.reserve(static_cast<size_t>(p.devices_size()));
     for (const auto& d : p.devices())
       q.devices.push_back({d.deviceid(), d.rankid()});
     result.pods.push_back(std::move(q));
