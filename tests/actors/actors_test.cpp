@@ -59,6 +59,14 @@ struct registry_fixture : test::actor_fixture {
     return cfg;
   }
 
+  /// Whether firing the due timers moves job `id` to another state.
+  bool timers_move(const std::string& id) {
+    auto before = request<job_status>(registry, get_atom::value, id);
+    fire_timers();
+    auto after = request<job_status>(registry, get_atom::value, id);
+    return after.recovery_state != before.recovery_state;
+  }
+
   /// Whether the registry parks the jobs it is given (as the daemon does).
   bool park = false;
 
@@ -956,12 +964,7 @@ TEST_CASE_FIXTURE(registry_fixture, "a clean stop leaves idle jobs dormant; a "
   CHECK(view.seq == before[2].last_seq + 1);
   CHECK(counters().at("dormant") == 0);
   MESSAGE("the job in a timed wait was replayed at start-up: its timer runs");
-  auto waiting
-    = request<job_status>(registry, get_atom::value, std::string{"busy"});
-  fire_timers();
-  auto moved
-    = request<job_status>(registry, get_atom::value, std::string{"busy"});
-  CHECK(moved.recovery_state != waiting.recovery_state);
+  CHECK(timers_move("busy"));
   MESSAGE("deleting a dormant job works as for any job");
   restart(3, true);
   CHECK(dormant_at_start == 3);
@@ -1022,10 +1025,5 @@ TEST_CASE_FIXTURE(registry_fixture, "with no current digest (a crash), "
     = request<job_status>(registry, get_atom::value, std::string{"idle"});
   CHECK(faulted.recovery_state != idle_after.recovery_state);
   MESSAGE("the job in a timed wait was spawned: its timer runs");
-  auto waiting
-    = request<job_status>(registry, get_atom::value, std::string{"busy"});
-  fire_timers();
-  auto moved
-    = request<job_status>(registry, get_atom::value, std::string{"busy"});
-  CHECK(moved.recovery_state != waiting.recovery_state);
+  CHECK(timers_move("busy"));
 }
