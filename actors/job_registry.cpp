@@ -43,23 +43,18 @@ job_actor spawn_job(self_ptr self, job_model initial,
   return hdl;
 }
 
-// Gives the dormant job `id` its actor, from the state start-up parked or
-// replayed from the log; null when it is not dormant or cannot be replayed
-// (then it stays dormant and says why in the log).
-const job_actor* wake(self_ptr self, const std::string& id) {
+// The state of the dormant job `id`: the one start-up parked, or replayed
+// from the log; none when it cannot be replayed (then it says why in the
+// log and the registry's status).
+std::optional<initial_job> dormant_state(self_ptr self, const std::string& id) {
   auto& st = self->state;
-  auto d = st.dormant.find(id);
-  if (d == st.dormant.end())
-    return nullptr;
   if (auto p = st.parked.find(id); p != st.parked.end()) {
     auto x = std::move(p->second);
     st.parked.erase(p);
-    st.dormant.erase(d);
-    spawn_job(self, std::move(x.state), x.since_snapshot);
-    return &st.jobs.find(id)->second;
+    return x;
   }
   if (st.log == nullptr)
-    return nullptr;
+    return std::nullopt;
   auto replayed = storage::replay_job(*st.log, id);
   if (!replayed || !replayed->state.exists) {
     // Damage a start-up replaying the job would have refused to start on.
@@ -69,11 +64,24 @@ const job_actor* wake(self_ptr self, const std::string& id) {
       ES_ERROR("job_registry cannot replay the dormant job {}, its requests "
                "are refused until the log is repaired: {}",
                id, why);
-    return nullptr;
+    return std::nullopt;
   }
-  st.dormant.erase(d);
   st.unreplayable.erase(id); // repaired meanwhile
-  spawn_job(self, std::move(replayed->state), replayed->events_replayed);
+  return initial_job{std::move(replayed->state), replayed->events_replayed};
+}
+
+// Gives the dormant job `id` its actor; null when it is not dormant or
+// cannot be replayed (then it stays dormant).
+const job_actor* wake(self_ptr self, const std::string& id) {
+  auto& st = self->state;
+  auto d = st.dormant.find(id);
+  if (d == st.dormant.end())
+    return nullptr;
+  auto x = dormant_state(self, id);
+  if (!x)
+    return nullptr;
+  st.dormant.erase(d);
+  spawn_job(self, std::move(x->state), x->since_snapshot);
   return &st.jobs.find(id)->second;
 }
 
