@@ -92,14 +92,21 @@ std::string new_uuid(self_ptr self) {
   if (self->state.cfg.uuid)
     return self->state.cfg.uuid();
   static constexpr char hex[] = "0123456789abcdef";
+  static constexpr char upper_hex[] = "0123456789ABCDEF";
   auto ns = static_cast<uint64_t>(self->state.cfg.clock()) * 1'000'000
     + static_cast<uint64_t>(
               std::chrono::steady_clock::now().time_since_epoch().count()
               % 1'000'000);
-  char head[32];
-  std::snprintf(head, sizeof(head), "%llX",
-                static_cast<unsigned long long>(ns));
-  std::string result = head;
+  // The time in upper-case hex without leading zeros, then '-' and 32
+  // random lower-case hex digits (built by hand: snprintf was a visible
+  // part of a report's CPU).
+  std::string result;
+  result.reserve(16 + 1 + 32);
+  int shift = 60;
+  while (shift > 0 && ((ns >> shift) & 0xf) == 0)
+    shift -= 4;
+  for (; shift >= 0; shift -= 4)
+    result.push_back(upper_hex[(ns >> shift) & 0xf]);
   result += '-';
   // One generator per worker thread, not per job (it is 2.5 KB).
   thread_local std::mt19937_64 rng{std::random_device{}()};

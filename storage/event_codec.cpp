@@ -276,8 +276,57 @@ void fault_ranks_to_proto(
 
 } // namespace
 
+namespace {
+
+/// A per-thread first block for the arena of one kind of codec call.
+template <class Tag>
+google::protobuf::ArenaOptions first_block_of() {
+  thread_local std::array<char, 32 * 1024> block;
+  google::protobuf::ArenaOptions result;
+  result.initial_block = block.data();
+  result.initial_block_size = block.size();
+  return result;
+}
+
+struct decoding {};
+struct encoding {};
+
+// Replay decodes every record at start-up and every report encodes one:
+// building the message on an arena that starts in a per-thread block makes
+// the many small allocations of its fields bump allocations, all released
+// at once. One arena of a kind at a time per thread (the block is shared),
+// which the codec calls below are; decoding and encoding use blocks of their
+// own.
+template <class Tag>
+class scratch_arena {
+public:
+  scratch_arena() : arena_{first_block_of<Tag>()} {
+  }
+
+  // An empty message that lives as long as the arena.
+  template <class Message>
+  Message& make() {
+    return *google::protobuf::Arena::CreateMessage<Message>(&arena_);
+  }
+
+  // The message parsed from `bytes`, or null when they do not parse.
+  template <class Message>
+  const Message* parse(std::string_view bytes) {
+    auto* msg = &make<Message>();
+    if (!msg->ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+      return nullptr;
+    return msg;
+  }
+
+private:
+  google::protobuf::Arena arena_;
+};
+
+} // namespace
+
 std::string encode_event(const event& ev) {
-  pe::Event out;
+  scratch_arena<encoding> arena;
+  auto& out = arena.make<pe::Event>();
   out.set_version(record_version);
   out.set_seq(ev.seq);
   out.set_timems(ev.time_ms);
@@ -367,42 +416,8 @@ std::string encode_event(const event& ev) {
   return out.SerializeAsString();
 }
 
-namespace {
-
-// Replay decodes every record at start-up: parsing onto an arena that starts
-// in a per-thread block makes the parser's many small allocations bump
-// allocations, all released at once. One at a time per thread (the block is
-// shared), which the decoders below are.
-class scratch_arena {
-public:
-  scratch_arena() : arena_{options()} {
-  }
-
-  // The message parsed from `bytes`, or null when they do not parse.
-  template <class Message>
-  const Message* parse(std::string_view bytes) {
-    auto* msg = google::protobuf::Arena::CreateMessage<Message>(&arena_);
-    if (!msg->ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
-      return nullptr;
-    return msg;
-  }
-
-private:
-  static google::protobuf::ArenaOptions options() {
-    thread_local std::array<char, 32 * 1024> first_block;
-    google::protobuf::ArenaOptions result;
-    result.initial_block = first_block.data();
-    result.initial_block_size = first_block.size();
-    return result;
-  }
-
-  google::protobuf::Arena arena_;
-};
-
-} // namespace
-
 caf::expected<event> decode_event(std::string_view bytes) {
-  scratch_arena arena;
+  scratch_arena<decoding> arena;
   const auto* parsed = arena.parse<pe::Event>(bytes);
   if (parsed == nullptr)
     return make_error(errc::corrupt_record, "event record does not parse");
@@ -485,7 +500,8 @@ caf::expected<event> decode_event(std::string_view bytes) {
 }
 
 std::string encode_snapshot(const job_model& state) {
-  pe::Snapshot out;
+  scratch_arena<encoding> arena;
+  auto& out = arena.make<pe::Snapshot>();
   out.set_version(record_version);
   out.set_seq(state.seq);
   auto* s = out.mutable_state();
@@ -506,7 +522,7 @@ std::string encode_snapshot(const job_model& state) {
 }
 
 caf::expected<job_model> decode_snapshot(std::string_view bytes) {
-  scratch_arena arena;
+  scratch_arena<decoding> arena;
   const auto* parsed = arena.parse<pe::Snapshot>(bytes);
   if (parsed == nullptr)
     return make_error(errc::corrupt_record, "snapshot record does not parse");

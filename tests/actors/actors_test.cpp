@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 
+#include <regex>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -710,6 +711,9 @@ TEST_CASE_FIXTURE(registry_fixture, "log: a finished flow logs one line with "
   MESSAGE("a recovery that succeeds: one info line (a normal fault takes "
           "the whole pod: 8 ranks)");
   auto uuid = fault("j", *agent, {{"3", "1"}, {"4", "1"}});
+  // The default generator's form: the time in upper-case hex, '-', then 32
+  // random lower-case hex digits.
+  CHECK(std::regex_match(uuid, std::regex{"[1-9A-F][0-9A-F]*-[0-9a-f]{32}"}));
   now += 1500;
   flow_input stop;
   stop.kind = report_kind::stop;
