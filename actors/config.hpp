@@ -64,10 +64,6 @@ struct registry_config {
   /// How often history is checked against the retention (also once at
   /// start-up).
   millis retention_sweep{std::chrono::hours{1}};
-  /// Jobs replayed at start-up that could stay dormant (no timed flow wait)
-  /// get their actor when first asked for, as dormant jobs do, from the
-  /// state the replay left (start-up spawns and lists none of them).
-  bool park_replayed = false;
   /// Passed to every job actor.
   job_config job;
 };

@@ -43,16 +43,11 @@ job_actor spawn_job(self_ptr self, job_model initial,
   return hdl;
 }
 
-// The state of the dormant job `id`: the one start-up parked, or replayed
-// from the log; none when it cannot be replayed (then it says why in the
-// log and the registry's status).
+// The state of the dormant job `id`, replayed from the log; none when it
+// cannot be replayed (then it says why in the log and the registry's
+// status).
 std::optional<initial_job> dormant_state(self_ptr self, const std::string& id) {
   auto& st = self->state;
-  if (auto p = st.parked.find(id); p != st.parked.end()) {
-    auto x = std::move(p->second);
-    st.parked.erase(p);
-    return x;
-  }
   if (st.log == nullptr)
     return std::nullopt;
   auto replayed = storage::replay_job(*st.log, id);
@@ -456,14 +451,7 @@ job_registry(job_registry_actor::stateful_pointer<job_registry_state> self,
     if (x.state.registered)
       st.registered.insert(x.state.spec.job_id);
     add_owned(self, x.state.spec.job_id, x.state.owner);
-    auto digest = st.cfg.park_replayed ? to_digest(x.state) : std::nullopt;
-    if (!digest) {
-      spawn_job(self, std::move(x.state), x.since_snapshot);
-      continue;
-    }
-    auto id = x.state.spec.job_id;
-    st.parked.emplace(id, std::move(x));
-    st.dormant.emplace(std::move(id), std::move(*digest));
+    spawn_job(self, std::move(x.state), x.since_snapshot);
   }
   // Retention: once now, at start-up, then periodically.
   self->send(self, sweep_atom::value);
@@ -750,7 +738,7 @@ job_registry(job_registry_actor::stateful_pointer<job_registry_state> self,
       return rp;
     },
     [=](digest_atom) -> caf::result<uint64_t> {
-      // The digests of dormant jobs not parked are stored and current.
+      // The digests of dormant jobs are stored and current.
       auto rp = self->make_response_promise<uint64_t>();
       auto acc = std::make_shared<std::vector<digest_record>>();
       fan_out<digest_record>(
@@ -760,10 +748,6 @@ job_registry(job_registry_actor::stateful_pointer<job_registry_state> self,
             acc->push_back(std::move(x));
         },
         [=]() mutable {
-          // Parked jobs were replayed because their digest was not current.
-          for (const auto& [id, x] : self->state.parked)
-            if (auto r = storage::digest_record_of(x.state))
-              acc->push_back(std::move(*r));
           rp.delegate(self->state.journal, digest_atom::value,
                       std::move(*acc));
         },

@@ -27,10 +27,6 @@ struct job_registry_state {
   /// Live jobs start-up left undecoded, by id: each gets its actor, replayed
   /// from the log, when it is first asked for.
   std::map<std::string, job_digest> dormant;
-  /// The dormant jobs start-up replayed already (see
-  /// `registry_config::park_replayed`): each gets its actor from this state
-  /// instead of reading the log again.
-  std::unordered_map<std::string, initial_job> parked;
   /// Dormant jobs whose log failed to replay when asked for, with why: their
   /// requests are refused, and the registry's status names them.
   std::map<std::string, std::string> unreplayable;

@@ -165,15 +165,12 @@ caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
   }
   std::vector<initial_job> jobs;
   jobs.reserve(replayed->live.size());
-  for (auto& j : replayed->live) {
-    if (opts.dormant_start && may_stay_dormant(j.state))
-      ++self->replayed_.parked;
+  for (auto& j : replayed->live)
     jobs.push_back({std::move(j.state), j.events_replayed});
-  }
   replayed->live.clear();
-  opts.registry.park_replayed = opts.dormant_start;
   self->replayed_.jobs = jobs.size() + replayed->dormant.size();
-  self->replayed_.dormant = replayed->dormant.size() + self->replayed_.parked;
+  self->replayed_.dormant = replayed->dormant.size();
+  self->replayed_.folded_dormant = replayed->fresh_digests.size();
   self->replayed_.deleted_jobs = replayed->deleted.size();
   self->replayed_.from_snapshot = replayed->from_snapshot;
   self->replayed_.events = replayed->events_replayed;
@@ -218,6 +215,15 @@ caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
                                       std::move(replayed->deleted),
                                       static_cast<const storage::event_log*>(
                                         self->log_.get()));
+  // The digests start-up computed, none being current (as after a crash):
+  // stored, they spare the next start-up that fold. Not at once: checking
+  // each against its job's last record takes the CPU start-up needs to
+  // serve. A cache: should the daemon stop first or the write fail, the
+  // next start-up folds those jobs again, nothing worse.
+  if (!replayed->fresh_digests.empty())
+    caf::delayed_anon_send(self->journal_, std::chrono::seconds{5},
+                           digest_atom::value,
+                           std::move(replayed->fresh_digests));
   // Live watchers get what the journal makes durable, from the first event
   // after start-up on.
   auto watching = std::make_shared<std::atomic<size_t>>(0);
@@ -327,10 +333,10 @@ caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
   else
     ES_INFO("recoverd replayed {} jobs ({} from snapshots, {} deleted) and "
             "{} events from {} in {:.1f} ms, discarded {} torn records; {} "
-            "of the jobs dormant ({} of them replayed), given their actor "
-            "when first asked for (incarnation {})",
+            "of the jobs dormant ({} of them folded for their digest), given "
+            "their actor when first asked for (incarnation {})",
             r.jobs, r.from_snapshot, r.deleted_jobs, r.events, opts.data_dir,
-            r.millis, r.discarded, r.dormant, r.parked,
+            r.millis, r.discarded, r.dormant, r.folded_dormant,
             self->log_->incarnation());
   ES_INFO("recoverd listening on {} ({}) (started in {:.1f} ms)",
           self->address(), opts.tls.enabled() ? "TLS" : "plaintext",

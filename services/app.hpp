@@ -88,22 +88,21 @@ struct app_options {
   /// The jobs as a standby kept them live (`--store etcd`): start from
   /// these instead of replaying the log. Null: replay.
   std::shared_ptr<storage::replay_result> preloaded = nullptr;
-  /// At start-up, leave dormant the jobs whose digest from the last clean
-  /// stop is current (read when first asked for) and the replayed ones that
-  /// may stay dormant (see `registry_config::park_replayed`); false replays
-  /// and spawns every job.
+  /// At start-up, leave dormant (replayed when first asked for) the jobs
+  /// whose stored digest is current and, folded for their digest only, the
+  /// others that may stay dormant (see `storage::replay_all`); false
+  /// replays and spawns every job.
   bool dormant_start = true;
 };
 
 /// What start-up replayed.
 struct replay_stats {
   size_t jobs = 0;          ///< Live jobs, dormant ones included.
-  /// Live jobs left undecoded until first asked for (their digests from
-  /// the last clean stop were current).
+  /// Live jobs left dormant until first asked for.
   size_t dormant = 0;
-  /// Live jobs replayed at start-up that wait, dormant, for their actor
-  /// until first asked for (counted in `dormant` too).
-  size_t parked = 0;
+  /// Of the dormant jobs, those without a current digest (after a crash):
+  /// folded for their digest, which start-up then stores.
+  size_t folded_dormant = 0;
   size_t deleted_jobs = 0;  ///< Deleted jobs whose history is retained.
   size_t from_snapshot = 0; ///< Jobs that started at a snapshot.
   uint64_t events = 0;      ///< Events folded (after snapshots).

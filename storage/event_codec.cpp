@@ -3,6 +3,7 @@
 #include <array>
 
 #include <google/protobuf/arena.h>
+#include <google/protobuf/io/coded_stream.h>
 
 #include "actors/error.hpp"
 #include "actors/model/overload.hpp"
@@ -12,6 +13,7 @@
 namespace recoverd::storage {
 
 namespace pe = recoverd::events::v1;
+namespace pp = recoverd::platform::v1;
 
 namespace {
 
@@ -553,6 +555,170 @@ caf::expected<job_model> decode_snapshot(std::string_view bytes) {
   result.seq = in.seq();
   // No rank index: the job actor builds it (`job`), and a replay at
   // start-up need not, for a job that may stay dormant.
+  return result;
+}
+
+namespace {
+
+// Wire types of the protobuf encoding (groups are not used here).
+enum class wire : uint32_t { varint = 0, fixed64 = 1, delimited = 2,
+                             fixed32 = 5 };
+
+// One field of a message's wire form.
+struct wire_field {
+  int number = 0;
+  wire type = wire::varint;
+  std::string_view whole;   // tag and value
+  std::string_view payload; // the value of a length-delimited field
+};
+
+// Calls `f` with each field of the message `bytes`, in order; false when
+// the bytes are not a well-formed message.
+template <class F>
+bool for_each_field(std::string_view bytes, F f) {
+  google::protobuf::io::CodedInputStream in{
+    reinterpret_cast<const uint8_t*>(bytes.data()),
+    static_cast<int>(bytes.size())};
+  for (;;) {
+    auto start = static_cast<size_t>(in.CurrentPosition());
+    auto tag = in.ReadTag();
+    if (tag == 0)
+      return start == bytes.size();
+    wire_field x;
+    x.number = static_cast<int>(tag >> 3);
+    x.type = static_cast<wire>(tag & 7);
+    uint64_t ignored = 0;
+    uint32_t size = 0;
+    bool ok = true;
+    switch (x.type) {
+      case wire::varint:
+        ok = in.ReadVarint64(&ignored);
+        break;
+      case wire::fixed64:
+        ok = in.Skip(8);
+        break;
+      case wire::fixed32:
+        ok = in.Skip(4);
+        break;
+      case wire::delimited:
+        ok = in.ReadVarint32(&size);
+        if (ok) {
+          x.payload = bytes.substr(static_cast<size_t>(in.CurrentPosition()),
+                                   size);
+          ok = x.payload.size() == size && in.Skip(static_cast<int>(size));
+        }
+        break;
+      default:
+        return false;
+    }
+    if (!ok)
+      return false;
+    x.whole = bytes.substr(start,
+                           static_cast<size_t>(in.CurrentPosition()) - start);
+    f(x);
+  }
+}
+
+void append_varint(std::string& out, uint64_t x) {
+  while (x >= 0x80) {
+    out.push_back(static_cast<char>((x & 0x7f) | 0x80));
+    x >>= 7;
+  }
+  out.push_back(static_cast<char>(x));
+}
+
+// Splits the Snapshot record `bytes` into the record without its state's
+// spec (into `rest`) and the spec's bytes; false when they are not
+// well-formed.
+bool split_spec(std::string_view bytes, std::string& rest,
+                std::string_view& spec) {
+  rest.clear();
+  bool state_ok = true;
+  bool ok = for_each_field(bytes, [&](const wire_field& top) {
+    if (top.number != pe::Snapshot::kStateFieldNumber
+        || top.type != wire::delimited) {
+      rest.append(top.whole);
+      return;
+    }
+    thread_local std::string state;
+    state.clear();
+    state_ok &= for_each_field(top.payload, [&](const wire_field& x) {
+      if (x.number == pe::JobState::kSpecFieldNumber
+          && x.type == wire::delimited)
+        spec = x.payload;
+      else
+        state.append(x.whole);
+    });
+    append_varint(rest, (uint64_t{pe::Snapshot::kStateFieldNumber} << 3)
+                          | static_cast<uint32_t>(wire::delimited));
+    append_varint(rest, state.size());
+    rest.append(state);
+  });
+  return ok && state_ok;
+}
+
+// The id, name and namespace of the JobSpec `bytes` into `head`, and how
+// many pods and devices it has into `size`; false when not well-formed.
+bool scan_spec(std::string_view bytes, job_spec& head, spec_size& size) {
+  bool pods_ok = true;
+  bool ok = for_each_field(bytes, [&](const wire_field& x) {
+         if (x.type != wire::delimited)
+           return;
+         switch (x.number) {
+           case pp::JobSpec::kJobIdFieldNumber:
+             head.job_id = x.payload;
+             break;
+           case pp::JobSpec::kNameFieldNumber:
+             head.name = x.payload;
+             break;
+           case pp::JobSpec::kNamespaceFieldNumber:
+             head.ns = x.payload;
+             break;
+           case pp::JobSpec::kPodsFieldNumber:
+             ++size.pods;
+             pods_ok &= for_each_field(x.payload, [&](const wire_field& d) {
+                    if (d.number == pp::Pod::kDevicesFieldNumber
+                        && d.type == wire::delimited)
+                      ++size.ranks;
+                  });
+             break;
+           default:
+             break;
+         }
+       });
+  return ok && pods_ok;
+}
+
+} // namespace
+
+spec_size size_of(const job_spec& spec) {
+  spec_size result;
+  result.pods = static_cast<int32_t>(spec.pods.size());
+  for (const auto& p : spec.pods)
+    result.ranks += static_cast<int32_t>(p.devices.size());
+  return result;
+}
+
+caf::expected<job_model> decode_snapshot_head(std::string_view bytes,
+                                              spec_size& size) {
+  size = {};
+  thread_local std::string rest;
+  std::string_view spec;
+  job_spec head;
+  if (!split_spec(bytes, rest, spec) || !scan_spec(spec, head, size)) {
+    // Not well-formed: the full decoder says why (or, should it succeed,
+    // its answer is as good).
+    auto full = decode_snapshot(bytes);
+    if (full)
+      size = size_of(full->spec);
+    return full;
+  }
+  auto result = decode_snapshot(rest);
+  if (!result)
+    return result;
+  result->spec.job_id = std::move(head.job_id);
+  result->spec.name = std::move(head.name);
+  result->spec.ns = std::move(head.ns);
   return result;
 }
 

@@ -34,6 +34,23 @@ std::string encode_snapshot(const job_model& state);
 /// Decodes a `Snapshot` record.
 [[nodiscard]] caf::expected<job_model> decode_snapshot(std::string_view bytes);
 
+/// How many pods and ranks (devices) a job's spec has.
+struct spec_size {
+  int32_t pods = 0;
+  int32_t ranks = 0;
+};
+
+/// The pods and ranks of `spec`.
+spec_size size_of(const job_spec& spec);
+
+/// Decodes a `Snapshot` record but for its spec's details: the spec holds
+/// only the job's id, name and namespace, and `size` gets how many pods and
+/// ranks it has. What a job's digest needs, without decoding every pod and
+/// device of a large job (start-up after a crash). The spec's annotations
+/// are left out too.
+[[nodiscard]] caf::expected<job_model>
+decode_snapshot_head(std::string_view bytes, spec_size& size);
+
 /// Encodes a job's digest as a `JobDigest` record.
 std::string encode_digest(const job_digest& x);
 

@@ -11,16 +11,29 @@ namespace recoverd::storage {
 
 namespace {
 
-caf::expected<replayed_job> replay_with(event_log::reader& log,
-                                        const std::string& job_id,
-                                        uint64_t up_to_seq) {
+// With `head`, snapshots are decoded without their spec's details (see
+// `decode_snapshot_head`), the spec's size going to `*head` until an event
+// brings a whole spec or deletes the job (then it is reset): the fold is
+// good for the job's digest only.
+caf::expected<replayed_job>
+replay_with(event_log::reader& log, const std::string& job_id,
+            uint64_t up_to_seq, std::optional<spec_size>* head = nullptr) {
   replayed_job result;
   result.state.spec.job_id = job_id;
+  auto decode = [&](std::string_view bytes) {
+    if (head == nullptr)
+      return decode_snapshot(bytes);
+    spec_size size;
+    auto state = decode_snapshot_head(bytes, size);
+    if (state)
+      *head = size;
+    return state;
+  };
   auto snap = log.snapshot(job_id);
   if (!snap)
     return snap.error();
   if (*snap && (*snap)->seq <= up_to_seq) {
-    auto state = decode_snapshot((*snap)->bytes);
+    auto state = decode((*snap)->bytes);
     if (!state)
       return state.error();
     result.state = std::move(*state);
@@ -33,7 +46,7 @@ caf::expected<replayed_job> replay_with(event_log::reader& log,
     if (!base)
       return base.error();
     if (*base && (*base)->seq <= up_to_seq) {
-      auto state = decode_snapshot((*base)->bytes);
+      auto state = decode((*base)->bytes);
       if (!state)
         return state.error();
       result.state = std::move(*state);
@@ -77,6 +90,10 @@ caf::expected<replayed_job> replay_with(event_log::reader& log,
                           "job " + job_id + " event " + std::to_string(seq)
                             + " is out of sequence after "
                             + std::to_string(result.state.seq));
+      if (head != nullptr
+          && (std::holds_alternative<job_put>(ev->body)
+              || std::holds_alternative<job_deleted>(ev->body)))
+        head->reset();
       apply_to(result.state, std::move(*ev));
       ++result.events_replayed;
       return caf::none;
@@ -126,6 +143,7 @@ caf::expected<replay_result> replay_all(const event_log& log,
   threads = std::min(threads, (n + run - 1) / run);
   std::vector<replayed_job> jobs(n);
   std::vector<std::optional<job_digest>> dormant(n);
+  std::vector<std::optional<digest_record>> fresh(n);
   std::vector<caf::error> errors(n);
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};
@@ -151,6 +169,33 @@ caf::expected<replay_result> replay_all(const event_log& log,
             dormant[i] = std::move(*digest);
             continue;
           }
+          // No current digest (after a crash): a fold good for the digest
+          // only, when the job may stay dormant.
+          std::optional<spec_size> head;
+          auto light = replay_with(reader, (*ids)[i], UINT64_MAX, &head);
+          if (!light) {
+            errors[i] = std::move(light.error());
+            failed = true;
+            return;
+          }
+          if (auto computed = to_digest(light->state)) {
+            if (head) {
+              computed->summary.pods = head->pods;
+              computed->summary.ranks = head->ranks;
+            }
+            fresh[i] = digest_record{(*ids)[i], light->state.seq,
+                                     encode_digest(*computed)};
+            dormant[i] = std::move(*computed);
+            // What the fold found, not the state it made (digest only).
+            jobs[i].events_replayed = light->events_replayed;
+            jobs[i].from_snapshot = light->from_snapshot;
+            jobs[i].discarded = std::move(light->discarded);
+            continue;
+          }
+          if (!light->state.exists) { // deleted: its end is all it takes
+            jobs[i] = std::move(*light);
+            continue;
+          }
         }
         auto job = replay_with(reader, (*ids)[i], UINT64_MAX);
         if (job) {
@@ -171,16 +216,18 @@ caf::expected<replay_result> replay_all(const event_log& log,
   for (size_t i = 0; i < n; ++i) {
     if (errors[i])
       return std::move(errors[i]);
-    if (dormant[i]) {
-      result.dormant.push_back(std::move(*dormant[i]));
-      continue;
-    }
     auto& job = jobs[i];
     result.events_replayed += job.events_replayed;
     if (job.from_snapshot)
       ++result.from_snapshot;
     if (job.discarded)
       result.discarded.push_back(std::move(*job.discarded));
+    if (dormant[i]) {
+      result.dormant.push_back(std::move(*dormant[i]));
+      if (fresh[i])
+        result.fresh_digests.push_back(std::move(*fresh[i]));
+      continue;
+    }
     if (job.state.exists)
       result.live.push_back(std::move(job));
     else if (job.state.seq > 0)

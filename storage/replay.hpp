@@ -38,6 +38,10 @@ struct replay_result {
   /// Jobs that exist and were left undecoded: their stored digest still
   /// describes them (see `replay_all`).
   std::vector<job_digest> dormant;
+  /// The digests of the dormant jobs that had none current: the fold at
+  /// start-up computed them; stored (`event_log::put_digests`), they spare
+  /// the next start-up that fold.
+  std::vector<digest_record> fresh_digests;
   std::vector<deleted_job> deleted;   ///< Jobs whose last event deleted them.
   std::vector<discarded_event> discarded; ///< Torn last records left out.
   uint64_t events_replayed = 0;       ///< Events folded over all jobs.
@@ -57,7 +61,11 @@ replay_job(const event_log& log, const std::string& job_id,
 /// (0: one per core, at most 8). With `use_digests`, a job whose stored
 /// digest is still valid (taken at its last event, see
 /// `event_log::put_digests`) is not read further: it comes back in
-/// `dormant`, for its actor to replay it when it is first asked for.
+/// `dormant`, for its actor to replay it when it is first asked for. So does
+/// a job without a current digest that may stay dormant (`to_digest`, as
+/// after a crash): folded without its spec's details, it comes back in
+/// `dormant` and its digest in `fresh_digests`; only the others are
+/// replayed in full.
 [[nodiscard]] caf::expected<replay_result>
 replay_all(const event_log& log, size_t threads = 0, bool use_digests = false);
 

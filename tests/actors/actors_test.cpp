@@ -56,7 +56,6 @@ struct registry_fixture : test::actor_fixture {
     cfg.job.snapshot_every = 3;
     cfg.job.clock = [this] { return now; };
     cfg.retention = std::chrono::hours{1};
-    cfg.park_replayed = park;
     return cfg;
   }
 
@@ -68,8 +67,10 @@ struct registry_fixture : test::actor_fixture {
     return after.recovery_state != before.recovery_state;
   }
 
-  /// Whether the registry parks the jobs it is given (as the daemon does).
-  bool park = false;
+  /// Whether a restart leaves dormant the jobs that may stay so, their
+  /// digests current or not, and stores the digests it computed (as the
+  /// daemon does); otherwise only a clean stop's digests leave jobs dormant.
+  bool dormant_start = false;
 
   void start(std::vector<initial_job> initial, std::vector<deleted_job> deleted,
              size_t max_jobs = 100, std::vector<job_digest> dormant = {}) {
@@ -100,19 +101,25 @@ struct registry_fixture : test::actor_fixture {
     if (digests)
       stored_digests = request<uint64_t>(registry, digest_atom::value);
     stop();
-    auto all = storage::replay_all(*log, 0, digests);
+    auto all = storage::replay_all(*log, 0, digests || dormant_start);
     REQUIRE(all);
     std::vector<initial_job> jobs;
     for (auto& j : all->live)
       jobs.push_back({j.state, j.events_replayed});
     dormant_at_start = all->dormant.size();
+    folded_dormant_at_start = all->fresh_digests.size();
     start(std::move(jobs), all->deleted, max_jobs, std::move(all->dormant));
+    if (!all->fresh_digests.empty())
+      stored_digests = request<uint64_t>(journal_hdl, digest_atom::value,
+                                         std::move(all->fresh_digests));
   }
 
-  /// Digests the last `restart(..., true)` stored, and the jobs it left
-  /// dormant.
+  /// Digests the last `restart(..., true)` stored (or the last restart
+  /// with `dormant_start`), the jobs it left dormant, and how many of those
+  /// it folded for want of a current digest.
   uint64_t stored_digests = 0;
   size_t dormant_at_start = 0;
+  size_t folded_dormant_at_start = 0;
 
   put_result put(const job_spec& spec) {
     return request<put_result>(registry, put_atom::value, spec);
@@ -978,9 +985,9 @@ TEST_CASE_FIXTURE(registry_fixture, "a clean stop leaves idle jobs dormant; a "
 }
 
 TEST_CASE_FIXTURE(registry_fixture, "with no current digest (a crash), "
-                                    "replayed jobs without a timed wait stay "
-                                    "dormant until asked for; a clean stop "
-                                    "stores their digests") {
+                                    "jobs without a timed wait start dormant, "
+                                    "folded for their digest, which start-up "
+                                    "stores; asked for, they are replayed") {
   registered("idle");
   auto busy_agent = registered("busy");
   fault("busy", *busy_agent, {{"0", "1"}}); // a timed wait
@@ -994,28 +1001,36 @@ TEST_CASE_FIXTURE(registry_fixture, "with no current digest (a crash), "
                                      status_verbosity::info)
       .counters;
   };
-  park = true;
-  restart(); // no digests: every job replayed
-  CHECK(dormant_at_start == 0);
+  dormant_start = true;
+  restart(); // no digests: every job folded
+  CHECK(dormant_at_start == 1);
+  CHECK(folded_dormant_at_start == 1);
+  CHECK(stored_digests == 1); // "idle"'s, computed at start-up
   CHECK(counters().at("jobs") == 2);
   CHECK(counters().at("dormant") == 1); // "busy" has its actor: a timer
+  MESSAGE("the listing from the computed digest is the one before, pods and "
+          "ranks included");
   auto after
     = request<std::vector<job_summary>>(registry, list_atom::value,
                                         std::string{});
   REQUIRE(after.size() == before.size());
   for (size_t i = 0; i < after.size(); ++i) {
     CHECK(after[i].job_id == before[i].job_id);
+    CHECK(after[i].name == before[i].name);
+    CHECK(after[i].ns == before[i].ns);
     CHECK(after[i].recovery_state == before[i].recovery_state);
     CHECK(after[i].registered == before[i].registered);
     CHECK(after[i].last_seq == before[i].last_seq);
+    CHECK(after[i].pods == before[i].pods);
+    CHECK(after[i].ranks == before[i].ranks);
+    CHECK(after[i].pods > 0);
   }
   CHECK(counters().at("dormant") == 1); // listing wakes no job
-  MESSAGE("a clean stop stores the digest of the job never asked for");
-  restart(100, true);
-  CHECK(stored_digests == 1);
+  MESSAGE("another crash: the stored digest is current, no fold");
+  restart();
   CHECK(dormant_at_start == 1);
-  MESSAGE("asked for, the parked job is the one replayed, and runs flows");
-  restart(); // parked again, from the log
+  CHECK(folded_dormant_at_start == 0);
+  MESSAGE("asked for, the dormant job is replayed in full, and runs flows");
   REQUIRE(counters().at("dormant") == 1);
   auto idle_after
     = request<job_status>(registry, get_atom::value, std::string{"idle"});
@@ -1023,6 +1038,7 @@ TEST_CASE_FIXTURE(registry_fixture, "with no current digest (a crash), "
   CHECK(idle_after.last_seq == idle_before.last_seq);
   CHECK(idle_after.registered);
   CHECK(idle_after.inited);
+  CHECK(idle_after.spec.pods.size() == idle_before.spec.pods.size());
   auto agent = subscribe("idle");
   fault("idle", *agent, {{"0", "1"}});
   auto faulted

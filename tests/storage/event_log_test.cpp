@@ -225,7 +225,8 @@ TEST_CASE("event records round-trip through the codec") {
   CHECK_FALSE(decode_event(""));
 }
 
-TEST_CASE("snapshots round-trip the whole state") {
+// A job in the middle of a flow, with every part of its state set.
+job_model busy_model() {
   job_model m;
   for (const auto& ev : std::vector<event>{
          {1, 10, job_put{test::make_job("j1"), true}},
@@ -248,6 +249,11 @@ TEST_CASE("snapshots round-trip the whole state") {
   m.rec.flow.origin_uids = {{1, "uid"}};
   m.rec.flow.in_place_pods = {1};
   m.rec.flow.platform_round = true;
+  return m;
+}
+
+TEST_CASE("snapshots round-trip the whole state") {
+  auto m = busy_model();
   auto back = decode_snapshot(encode_snapshot(m));
   REQUIRE(back);
   CHECK(back->rec.flow.state == m.rec.flow.state);
@@ -276,6 +282,45 @@ TEST_CASE("snapshots round-trip the whole state") {
   CHECK(back->spec.pods.size() == m.spec.pods.size());
   CHECK(back->created_at_ms == 10);
   CHECK(back->updated_at_ms == 14);
+}
+
+TEST_CASE("a snapshot's head decodes all but the spec's details, whose pods "
+          "and ranks it counts; malformed bytes fail as in full") {
+  auto m = busy_model();
+  m.spec.annotations["x"] = "1";
+  auto bytes = encode_snapshot(m);
+  auto full = decode_snapshot(bytes);
+  REQUIRE(full);
+  spec_size size;
+  auto head = decode_snapshot_head(bytes, size);
+  REQUIRE(head);
+  CHECK(size.pods == static_cast<int32_t>(m.spec.pods.size()));
+  CHECK(size.pods > 1);
+  CHECK(size.ranks == to_summary(m, false).ranks);
+  CHECK(size.ranks > size.pods);
+  CHECK(head->spec.job_id == "j1");
+  CHECK(head->spec.name == m.spec.name);
+  CHECK(head->spec.ns == m.spec.ns);
+  CHECK_FALSE(head->spec.name.empty());
+  CHECK(head->spec.pods.empty());
+  CHECK(head->spec.annotations.empty());
+  MESSAGE("the rest is the full decode's: the same snapshot once its spec is "
+          "cut the same way");
+  auto cut = *full;
+  cut.spec = job_spec{};
+  cut.spec.job_id = m.spec.job_id;
+  cut.spec.name = m.spec.name;
+  cut.spec.ns = m.spec.ns;
+  auto with_head = *head;
+  CHECK(encode_snapshot(with_head) == encode_snapshot(cut));
+  CHECK(to_digest(with_head).has_value() == to_digest(*full).has_value());
+  MESSAGE("malformed or truncated bytes fail, as the full decode does");
+  for (auto bad : {std::string{"\xff\xff garbage"},
+                   bytes.substr(0, bytes.size() / 2), std::string{"\x1a"}}) {
+    spec_size ignored;
+    CHECK_FALSE(decode_snapshot(bad));
+    CHECK_FALSE(decode_snapshot_head(bad, ignored));
+  }
 }
 
 TEST_CASE("replay folds snapshot plus tail and separates deleted jobs") {
@@ -312,6 +357,37 @@ TEST_CASE("replay folds snapshot plus tail and separates deleted jobs") {
   CHECK(all->deleted[0].deleted_at_ms == 2);
   CHECK(all->from_snapshot == 1);
   CHECK(all->events_replayed == 4); // 2 of "live" after its snapshot, 2 of "gone"
+  MESSAGE("with use_digests and no digest stored (as after a crash), the "
+          "job that may stay dormant is folded from its snapshot's head: "
+          "its digest is the one the full fold gives");
+  auto light = replay_all(*log, 0, true);
+  REQUIRE(light);
+  CHECK(light->live.empty());
+  REQUIRE(light->dormant.size() == 1);
+  REQUIRE(light->fresh_digests.size() == 1);
+  auto expected = digest_record_of(j.state);
+  REQUIRE(expected);
+  CHECK(light->fresh_digests[0].bytes == expected->bytes);
+  CHECK(light->fresh_digests[0].seq == 4);
+  CHECK(light->dormant[0].summary.ranks == to_summary(j.state, false).ranks);
+  CHECK(light->dormant[0].summary.ranks > 0);
+  CHECK(light->deleted.size() == 1);
+  CHECK(light->from_snapshot == 1);
+  CHECK(light->events_replayed == 4);
+  MESSAGE("a spec put after the snapshot is counted from the event");
+  auto bigger = test::make_job("live");
+  bigger.pods.push_back(bigger.pods.back());
+  bigger.pods.back().pod_rank += 1;
+  bigger.pods.back().uid += "-new";
+  REQUIRE_FALSE(log->append({{"live", 5, encode_event({5, 5, job_put{bigger,
+                                                                     false}})}}));
+  auto after_put = replay_all(*log, 0, true);
+  REQUIRE(after_put);
+  REQUIRE(after_put->dormant.size() == 1);
+  CHECK(after_put->dormant[0].summary.pods
+        == static_cast<int32_t>(bigger.pods.size()));
+  CHECK(after_put->dormant[0].summary.pods
+        == to_summary(j.state, false).pods + 1);
   MESSAGE("replay to a point in the past");
   auto past = replay_job(*log, "live", 3);
   REQUIRE(past);
@@ -671,12 +747,17 @@ TEST_CASE("a digest is stored only at its job's last event and read back only "
   REQUIRE(da);
   CHECK(*da == a->bytes);
   CHECK_FALSE(db);
-  MESSAGE("replay leaves the job with a current digest dormant");
+  MESSAGE("replay leaves the job with a current digest dormant, and the "
+          "other too, computing its digest (as after a crash)");
   auto all = replay_all(*log, 0, true);
   REQUIRE(all);
-  REQUIRE(all->dormant.size() == 1);
-  REQUIRE(all->live.size() == 1);
-  CHECK(all->live[0].state.spec.job_id == "b");
+  REQUIRE(all->dormant.size() == 2);
+  CHECK(all->live.empty());
+  REQUIRE(all->fresh_digests.size() == 1);
+  CHECK(all->fresh_digests[0].job_id == "b");
+  CHECK(all->fresh_digests[0].seq == b->seq);
+  CHECK(all->fresh_digests[0].bytes == b->bytes);
+  CHECK(all->dormant[1].summary.job_id == "b");
   const auto& dormant = all->dormant[0];
   auto summary = to_summary(full->live[0].state, false);
   CHECK(dormant.summary.job_id == "a");

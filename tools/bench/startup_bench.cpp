@@ -737,13 +737,13 @@ int main(int argc, char** argv) {
     return std::to_string(s.rss_after - s.rss_before);
   }));
 
-  // Memory per job replayed at start-up, parked (as after a crash: no
+  // Memory per job folded at start-up for its digest (as after a crash: no
   // digests) and spawned, each in a process of its own like the fixed cost
   // (measured in this process after other rounds, the heap they freed would
   // hide it); on a copy, so that the rounds below find the log as written.
   auto copy = (base / "copy").string();
   fs::copy(data, copy, fs::copy_options::recursive);
-  auto parked_kib = std::stol(in_child([&] {
+  auto crashed_kib = std::stol(in_child([&] {
     drop_digests(copy);
     auto s = run_startup(opts, copy);
     return std::to_string(s.rss_after - s.rss_before);
@@ -813,8 +813,9 @@ int main(int argc, char** argv) {
     full.push_back(f.seconds);
   }
   // 2. After a crash no digest is current (a crash stores none): every job
-  // that changed since the last clean stop is replayed, and the ones without
-  // a timed wait get their actor when first asked for. Here every job.
+  // that changed since the last clean stop is folded at start-up; the ones
+  // without a timed wait only for their digest (their snapshots' specs
+  // left undecoded), and are replayed when first asked for. Here every job.
   std::vector<double> crashed;
   for (int r = 0; r < opts.rounds; ++r) {
     drop_digests(data);
@@ -827,7 +828,8 @@ int main(int argc, char** argv) {
     auto t = run_bare_tails(data);
     std::printf("no current digest (as after a crash), round %d: serving "
                 "after %.3f s (replay %.0f ms, %lu events folded, %zu jobs "
-                "replayed and left dormant); bare read of the snapshots + "
+                "folded for their digest and left dormant); bare read of the "
+                "snapshots + "
                 "tails %.3f s, ratio %.2f\n",
                 r + 1, s.seconds, s.replay_ms, s.events, s.dormant, t.seconds,
                 s.seconds / t.seconds);
@@ -875,8 +877,9 @@ int main(int argc, char** argv) {
               "(%.3f s) %.2f\n",
               m_ours / m_bare, m_dig, m_ours / m_dig, m_full,
               m_ours / m_full);
-  std::printf("no current digest (as after a crash; every job replayed, "
-              "its actor spawned when first asked for): median %.3f s, ratio "
+  std::printf("no current digest (as after a crash; every job folded for "
+              "its digest, replayed when first asked for): median %.3f s, "
+              "ratio "
               "%.2f to the bare read of the snapshots + tails\n",
               m_crashed, m_crashed / m_bare);
   std::printf("replaying and spawning every job at start-up: median %.3f s, "
@@ -888,12 +891,13 @@ int main(int argc, char** argv) {
   std::printf("resident memory, net of the daemon alone on an empty data "
               "directory (+%ld KiB): %.1f KiB per dormant job, %.1f KiB per "
               "job once each was asked for, %.1f KiB per job replayed at "
-              "start-up and parked, %.1f KiB per job replayed and spawned at "
+              "start-up for its digest and left dormant (after a crash), %.1f "
+              "KiB per job replayed and spawned at "
               "start-up (each in a process of its own; no agent streams "
               "open; design target <= 50 KB with streams open: see "
               "memory_bench)\n",
               fixed_kib, per_job(dormant_kib - fixed_kib),
-              per_job(woken_kib - fixed_kib), per_job(parked_kib - fixed_kib),
+              per_job(woken_kib - fixed_kib), per_job(crashed_kib - fixed_kib),
               per_job(replayed_kib - fixed_kib));
   // Machine-readable lines for scripts/bench.sh (BENCHMARKS.md).
   std::printf("RESULT\tRestart after a clean stop: %zu jobs / %lu events, "
@@ -903,7 +907,8 @@ int main(int argc, char** argv) {
               opts.jobs, wr.events, opts.rounds, m_ours, m_bare,
               m_ours / m_bare);
   std::printf("RESULT\tRestart with no current digest, as after a crash "
-              "(every job replayed; actors spawned when first asked for): "
+              "(every job folded for its digest; replayed when first asked "
+              "for): "
               "%zu jobs / %lu events (median of %d)\t%.3f s\t%.3f s (bare "
               "RocksDB read of the snapshots + tails)\t%.2f\t<= 2 s and <= "
               "2x\n",
@@ -922,11 +927,11 @@ int main(int argc, char** argv) {
               first.first_touch_s / first.second_touch_s);
   std::printf("RESULT\tMemory: resident per idle job at %zu jobs (no agent "
               "streams open), replayed at start-up\t%.1f KiB (net of the "
-              "empty daemon; %.1f KiB dormant, %.1f KiB replayed and parked, "
+              "empty daemon; %.1f KiB dormant, %.1f KiB dormant after a crash, "
               "%.1f KiB once asked for)\t%ld KiB (the daemon on an empty data "
               "directory)\t-\t(see the subscribed figure)\n",
               opts.jobs, per_job(replayed_kib - fixed_kib),
-              per_job(dormant_kib - fixed_kib), per_job(parked_kib - fixed_kib),
+              per_job(dormant_kib - fixed_kib), per_job(crashed_kib - fixed_kib),
               per_job(woken_kib - fixed_kib), fixed_kib);
   if (opts.dir.empty())
     fs::remove_all(base);
