@@ -23,14 +23,23 @@ constexpr size_t purge_step_entries = 16'384;
 // sweeps instead of stalling appends for one long step.
 constexpr uint64_t live_backlog_events = 65'536;
 
-// Examines live jobs of `p` for up to a step's worth of events; makes the
-// plan once every live job is examined.
+// Live jobs a purge examines per step: each costs a snapshot read and a
+// seek even when none of its events is old enough (10,000 jobs took ~0.45 s
+// in one step, holding appends back that long).
+constexpr size_t purge_step_jobs = 512;
+
+// Examines live jobs of `p` for up to a step's worth of events and jobs;
+// makes the plan once every live job is examined.
 caf::error prepare_step(self_ptr self, journal_state::pending_purge& p) {
   auto& st = self->state;
   uint64_t examined = 0;
-  while (p.next_live < p.live.size() && examined < purge_step_entries) {
+  storage::event_log::reader reader{*st.log};
+  for (size_t jobs = 0; p.next_live < p.live.size()
+                        && examined < purge_step_entries
+                        && jobs < purge_step_jobs;
+       ++jobs) {
     const auto& id = p.live[p.next_live++];
-    auto cut = storage::plan_live_cut(*st.log, id, p.older_than_ms,
+    auto cut = storage::plan_live_cut(reader, *st.log, id, p.older_than_ms,
                                       live_backlog_events, examined);
     if (!cut)
       return cut.error();

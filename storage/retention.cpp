@@ -24,25 +24,36 @@ caf::expected<event> decode_at(const std::string& job_id, uint64_t seq,
 caf::expected<std::optional<live_cut>>
 plan_live_cut(const event_log& log, const std::string& job_id,
               int64_t older_than_ms, uint64_t max_events, uint64_t& examined) {
+  event_log::reader reader{log};
+  return plan_live_cut(reader, log, job_id, older_than_ms, max_events,
+                       examined);
+}
+
+caf::expected<std::optional<live_cut>>
+plan_live_cut(event_log::reader& reader, const event_log& log,
+              const std::string& job_id, int64_t older_than_ms,
+              uint64_t max_events, uint64_t& examined) {
   auto none = std::optional<live_cut>{};
-  auto snap = log.snapshot(job_id);
+  auto snap = reader.snapshot(job_id);
   if (!snap)
     return snap.error();
   if (!*snap)
     return none;
-  auto first = log.first_seq(job_id);
-  if (!first)
-    return first.error();
-  if (*first == 0 || *first >= (*snap)->seq)
-    return none;
   // First pass: the first event to keep. Events are in decision order, so
-  // the first one that is not old enough ends the removable prefix.
-  auto limit = std::min((*snap)->seq, *first + max_events);
-  uint64_t cut = *first;
+  // the first one that is not old enough ends the removable prefix. One
+  // seek: the first event read is the first kept one.
+  uint64_t first = 0;
+  uint64_t limit = 0;
+  uint64_t cut = 0;
   job_history flows{0};
   auto done = make_error(errc::overloaded, "done");
-  auto err = log.for_each(
-    job_id, *first, [&](uint64_t seq, std::string_view bytes) -> caf::error {
+  auto err = reader.for_each(
+    job_id, 0, [&](uint64_t seq, std::string_view bytes) -> caf::error {
+      if (first == 0) {
+        first = seq;
+        cut = seq;
+        limit = std::min((*snap)->seq, first + max_events);
+      }
       if (seq >= limit)
         return done;
       ++examined;
@@ -57,21 +68,23 @@ plan_live_cut(const event_log& log, const std::string& job_id,
     });
   if (err && err != done)
     return err;
+  if (first == 0 || first >= (*snap)->seq)
+    return none;
   // Never split a flow: its incident would be half stored, half rebuilt.
   if (flows.active())
     cut = flows.active()->first_seq;
-  if (cut <= *first)
+  if (cut <= first)
     return none;
   // Second pass: the state at the cut and the incidents before it. The
   // previous cut (the first stored event) lies between flows as well.
   job_model state;
   state.spec.job_id = job_id;
-  state.seq = *first - 1;
-  if (*first > 1) {
+  state.seq = first - 1;
+  if (first > 1) {
     auto b = log.base(job_id);
     if (!b)
       return b.error();
-    if (*b && (*b)->seq == *first - 1) {
+    if (*b && (*b)->seq == first - 1) {
       auto decoded = decode_snapshot((*b)->bytes);
       if (!decoded)
         return decoded.error();
@@ -80,7 +93,7 @@ plan_live_cut(const event_log& log, const std::string& job_id,
     }
   }
   job_history h;
-  err = log.for_each(job_id, *first,
+  err = log.for_each(job_id, first,
                      [&](uint64_t seq, std::string_view bytes) -> caf::error {
                        if (seq >= cut)
                          return done;

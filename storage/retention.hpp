@@ -42,6 +42,13 @@ struct live_cut {
 plan_live_cut(const event_log& log, const std::string& job_id,
               int64_t older_than_ms, uint64_t max_events, uint64_t& examined);
 
+/// `plan_live_cut` reading through `reader`, whose iterators the calls for
+/// many jobs share (in order of job id, they only move forward).
+[[nodiscard]] caf::expected<std::optional<live_cut>>
+plan_live_cut(event_log::reader& reader, const event_log& log,
+              const std::string& job_id, int64_t older_than_ms,
+              uint64_t max_events, uint64_t& examined);
+
 /// The incidents the retention kept of `job_id`'s removed events, oldest
 /// first; each lies entirely before the job's first stored event, so they
 /// and the incidents built from the stored events never overlap.

@@ -599,6 +599,34 @@ TEST_CASE_FIXTURE(registry_fixture, "retention runs at start-up and then "
   CHECK(b->empty());
 }
 
+TEST_CASE_FIXTURE(registry_fixture, "retention: a sweep over more live jobs "
+                                    "than one purge step examines reaches "
+                                    "every one of them") {
+  restart(1000); // a cap above the jobs below
+  for (int i = 0; i < 600; ++i)
+    put(test::make_job("a" + std::to_string(1000 + i)));
+  // Last in id order: only a sweep that went through every step reaches it.
+  put(test::make_job("zz"));
+  init("zz");
+  reg("zz");
+  auto annotate = [&](const std::string& value) {
+    request<annotations_view>(registry, annotate_atom::value,
+                              std::string{"zz"}, string_map{{"k", value}},
+                              std::vector<std::string>{},
+                              std::string{"platform"});
+  };
+  annotate("1");
+  annotate("2");
+  now += 2 * 3'600'000;
+  annotate("3"); // seq 6: a snapshot
+  auto stats = request<purge_stats>(registry, purge_atom::value);
+  CHECK(stats.live_jobs == 1);
+  CHECK(stats.live_events == 5);
+  auto first = log->first_seq("zz");
+  REQUIRE(first);
+  CHECK(*first == 6);
+}
+
 TEST_CASE_FIXTURE(registry_fixture, "retention: a live job loses its events "
                                     "older than the retention before its "
                                     "latest snapshot and keeps its state "
