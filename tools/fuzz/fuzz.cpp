@@ -316,11 +316,23 @@ report fuzz_events(const options& opts) {
       auto state = apply(base, *ev);
       (void) state;
     }
+    // The head decoder (start-up after a crash) takes what the full one
+    // takes, and counts the same pods and ranks.
+    storage::spec_size size;
+    auto head = storage::decode_snapshot_head(input, size);
     if (auto snap = storage::decode_snapshot(input)) {
       ++out.accepted;
       auto again = storage::encode_snapshot(*snap);
       if (!storage::decode_snapshot(again))
         out.findings.push_back("snapshot round trip does not hold for "
+                               + shown(input));
+      auto full_size = storage::size_of(snap->spec);
+      if (!head || size.pods != full_size.pods
+          || size.ranks != full_size.ranks
+          || head->spec.job_id != snap->spec.job_id
+          || head->spec.name != snap->spec.name)
+        out.findings.push_back("snapshot head differs from the full decode "
+                               "for "
                                + shown(input));
     }
   });
@@ -394,7 +406,8 @@ struct daemon_under_test {
   fs::path dir;
   std::unique_ptr<app> daemon;
 
-  explicit daemon_under_test(uint64_t seed) {
+  /// @param snapshot_every As the job config's, when not 0.
+  explicit daemon_under_test(uint64_t seed, uint64_t snapshot_every = 0) {
     dir = fs::temp_directory_path()
           / ("recoverd-fuzz-" + std::to_string(::getpid()) + "-"
              + std::to_string(seed));
@@ -405,6 +418,8 @@ struct daemon_under_test {
     o.http_listen = "127.0.0.1:0";
     o.data_dir = (dir / "data").string();
     o.worker_threads = 2;
+    if (snapshot_every > 0)
+      o.registry.job.snapshot_every = snapshot_every;
     auto x = app::start(o);
     if (!x)
       throw std::runtime_error("cannot start a daemon: "
@@ -574,8 +589,9 @@ size_t write_event_corpus(const std::string& dir) {
   fs::create_directories(dir);
   options o;
   o.corpus = (fs::path{dir}.parent_path()).string();
-  // Drive the grpc seeds through a daemon once, then take its log.
-  daemon_under_test d{0};
+  // Drive the grpc seeds through a daemon once, then take its log (its
+  // latest snapshot too: one every 5 events).
+  daemon_under_test d{0, 5};
   auto seeds = grpc_seeds(fs::path{o.corpus} / "grpc");
   auto channel = grpc::CreateChannel(d.daemon->address(),
                                      grpc::InsecureChannelCredentials());
