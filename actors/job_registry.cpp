@@ -9,7 +9,6 @@
 #include "actors/job.hpp"
 #include "actors/job_directory.hpp"
 #include "actors/log.hpp"
-#include "storage/event_codec.hpp"
 #include "storage/event_log.hpp"
 #include "storage/replay.hpp"
 
@@ -43,13 +42,14 @@ job_actor spawn_job(self_ptr self, job_model initial,
   return hdl;
 }
 
-// The state of the dormant job `id`, replayed from the log; none when it
-// cannot be replayed (then it says why in the log and the registry's
-// status).
-std::optional<initial_job> dormant_state(self_ptr self, const std::string& id) {
+// Gives the dormant job `id` its actor, replayed from the log; null when it
+// is not dormant or cannot be replayed (then it stays dormant and says why
+// in the log and the registry's status).
+const job_actor* wake(self_ptr self, const std::string& id) {
   auto& st = self->state;
-  if (st.log == nullptr)
-    return std::nullopt;
+  auto d = st.dormant.find(id);
+  if (d == st.dormant.end() || st.log == nullptr)
+    return nullptr;
   auto replayed = storage::replay_job(*st.log, id);
   if (!replayed || !replayed->state.exists) {
     // Damage a start-up replaying the job would have refused to start on.
@@ -59,24 +59,11 @@ std::optional<initial_job> dormant_state(self_ptr self, const std::string& id) {
       ES_ERROR("job_registry cannot replay the dormant job {}, its requests "
                "are refused until the log is repaired: {}",
                id, why);
-    return std::nullopt;
+    return nullptr;
   }
-  st.unreplayable.erase(id); // repaired meanwhile
-  return initial_job{std::move(replayed->state), replayed->events_replayed};
-}
-
-// Gives the dormant job `id` its actor; null when it is not dormant or
-// cannot be replayed (then it stays dormant).
-const job_actor* wake(self_ptr self, const std::string& id) {
-  auto& st = self->state;
-  auto d = st.dormant.find(id);
-  if (d == st.dormant.end())
-    return nullptr;
-  auto x = dormant_state(self, id);
-  if (!x)
-    return nullptr;
   st.dormant.erase(d);
-  spawn_job(self, std::move(x->state), x->since_snapshot);
+  st.unreplayable.erase(id); // repaired meanwhile
+  spawn_job(self, std::move(replayed->state), replayed->events_replayed);
   return &st.jobs.find(id)->second;
 }
 
@@ -738,7 +725,7 @@ job_registry(job_registry_actor::stateful_pointer<job_registry_state> self,
       return rp;
     },
     [=](digest_atom) -> caf::result<uint64_t> {
-      // The digests of dormant jobs are stored and current.
+      // The dormant jobs' digests are stored and still current.
       auto rp = self->make_response_promise<uint64_t>();
       auto acc = std::make_shared<std::vector<digest_record>>();
       fan_out<digest_record>(

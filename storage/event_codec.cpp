@@ -276,10 +276,6 @@ void fault_ranks_to_proto(
   }
 }
 
-} // namespace
-
-namespace {
-
 /// A per-thread first block for the arena of one kind of codec call.
 template <class Tag>
 google::protobuf::ArenaOptions first_block_of() {
@@ -692,11 +688,7 @@ bool scan_spec(std::string_view bytes, job_spec& head, spec_size& size) {
 } // namespace
 
 spec_size size_of(const job_spec& spec) {
-  spec_size result;
-  result.pods = static_cast<int32_t>(spec.pods.size());
-  for (const auto& p : spec.pods)
-    result.ranks += static_cast<int32_t>(p.devices.size());
-  return result;
+  return {static_cast<int32_t>(spec.pods.size()), ranks_of(spec)};
 }
 
 caf::expected<job_model> decode_snapshot_head(std::string_view bytes,

@@ -46,13 +46,6 @@ std::string signal_text(const process_signal& sig) {
   return result;
 }
 
-int32_t ranks_of(const job_spec& spec) {
-  int32_t n = 0;
-  for (const auto& p : spec.pods)
-    n += static_cast<int32_t>(p.devices.size());
-  return n;
-}
-
 std::string describe_step(const flow_stepped& x) {
   std::string result = to_string(x.input.name);
   // "process" only marks a ReportProcessFault; its faults follow below.

@@ -561,8 +561,7 @@ job_summary to_summary(const job_model& state, bool subscribed) {
   result.subscribed = subscribed;
   result.recovery_state = to_string(state.rec.flow.state);
   result.pods = static_cast<int32_t>(state.spec.pods.size());
-  for (const auto& p : state.spec.pods)
-    result.ranks += static_cast<int32_t>(p.devices.size());
+  result.ranks = ranks_of(state.spec);
   result.last_seq = state.seq;
   for (const auto& [node, since] : state.rec.job.unhealthy_nodes)
     result.unhealthy_nodes.push_back(
@@ -571,12 +570,15 @@ job_summary to_summary(const job_model& state, bool subscribed) {
   return result;
 }
 
-bool may_stay_dormant(const job_model& state) {
-  return state.exists && state.rec.flow.deadline_ms == 0;
+int32_t ranks_of(const job_spec& spec) {
+  int32_t n = 0;
+  for (const auto& p : spec.pods)
+    n += static_cast<int32_t>(p.devices.size());
+  return n;
 }
 
 std::optional<job_digest> to_digest(const job_model& state) {
-  if (!may_stay_dormant(state))
+  if (!state.exists || state.rec.flow.deadline_ms > 0)
     return std::nullopt;
   return job_digest{to_summary(state, false), state.owner};
 }

@@ -225,12 +225,12 @@ job_status to_status(const job_model& state, bool subscribed);
 /// The summary line of a model.
 job_summary to_summary(const job_model& state, bool subscribed);
 
-/// Whether a job may stay dormant until it is next asked for: it exists and
-/// has no flow wait to time (a job actor does nothing of its own accord
-/// then).
-bool may_stay_dormant(const job_model& state);
+/// The ranks (devices over all pods) of `spec`.
+int32_t ranks_of(const job_spec& spec);
 
-/// The digest of a job that may stay dormant; none otherwise.
+/// The digest of a job that may stay dormant until it is next asked for:
+/// one that exists and has no flow wait to time (a job actor does nothing
+/// of its own accord then). None otherwise.
 std::optional<job_digest> to_digest(const job_model& state);
 
 /// The annotations view of a model.

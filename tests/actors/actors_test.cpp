@@ -59,6 +59,23 @@ struct registry_fixture : test::actor_fixture {
     return cfg;
   }
 
+  /// Checks that listing `after` shows the jobs of `before`, line by line,
+  /// as they were (the subscription aside).
+  static void same_listing(const std::vector<job_summary>& after,
+                           const std::vector<job_summary>& before) {
+    REQUIRE(after.size() == before.size());
+    for (size_t i = 0; i < after.size(); ++i) {
+      CHECK(after[i].job_id == before[i].job_id);
+      CHECK(after[i].ns == before[i].ns);
+      CHECK(after[i].name == before[i].name);
+      CHECK(after[i].registered == before[i].registered);
+      CHECK(after[i].recovery_state == before[i].recovery_state);
+      CHECK(after[i].pods == before[i].pods);
+      CHECK(after[i].ranks == before[i].ranks);
+      CHECK(after[i].last_seq == before[i].last_seq);
+    }
+  }
+
   /// Whether firing the due timers moves job `id` to another state.
   bool timers_move(const std::string& id) {
     auto before = request<job_status>(registry, get_atom::value, id);
@@ -963,18 +980,9 @@ TEST_CASE_FIXTURE(registry_fixture, "a clean stop leaves idle jobs dormant; a "
   CHECK(counters().at("dormant") == 2);
   MESSAGE("the listing is the same, without the closed streams");
   auto after = summaries("");
-  REQUIRE(after.size() == before.size());
-  for (size_t i = 0; i < after.size(); ++i) {
-    CHECK(after[i].job_id == before[i].job_id);
-    CHECK(after[i].ns == before[i].ns);
-    CHECK(after[i].name == before[i].name);
-    CHECK(after[i].registered == before[i].registered);
-    CHECK(after[i].recovery_state == before[i].recovery_state);
-    CHECK(after[i].pods == before[i].pods);
-    CHECK(after[i].ranks == before[i].ranks);
-    CHECK(after[i].last_seq == before[i].last_seq);
-    CHECK_FALSE(after[i].subscribed);
-  }
+  same_listing(after, before);
+  for (const auto& x : after)
+    CHECK_FALSE(x.subscribed);
   auto elsewhere = summaries("elsewhere");
   REQUIRE(elsewhere.size() == 1);
   CHECK(elsewhere[0].job_id == "other");
@@ -1041,18 +1049,9 @@ TEST_CASE_FIXTURE(registry_fixture, "with no current digest (a crash), "
   auto after
     = request<std::vector<job_summary>>(registry, list_atom::value,
                                         std::string{});
-  REQUIRE(after.size() == before.size());
-  for (size_t i = 0; i < after.size(); ++i) {
-    CHECK(after[i].job_id == before[i].job_id);
-    CHECK(after[i].name == before[i].name);
-    CHECK(after[i].ns == before[i].ns);
-    CHECK(after[i].recovery_state == before[i].recovery_state);
-    CHECK(after[i].registered == before[i].registered);
-    CHECK(after[i].last_seq == before[i].last_seq);
-    CHECK(after[i].pods == before[i].pods);
-    CHECK(after[i].ranks == before[i].ranks);
-    CHECK(after[i].pods > 0);
-  }
+  same_listing(after, before);
+  for (const auto& x : after)
+    CHECK(x.pods > 0);
   CHECK(counters().at("dormant") == 1); // listing wakes no job
   MESSAGE("another crash: the stored digest is current, no fold");
   restart();

@@ -1326,10 +1326,8 @@ std::string first_difference(const job_model& x, const job_model& y) {
   // The rank index is derived: absent (a decoded snapshot leaves it to the
   // job actor) or indexing every device of the spec.
   auto indexes_spec = [](const job_model& m) {
-    size_t devices = 0;
-    for (const auto& p : m.spec.pods)
-      devices += p.devices.size();
-    return !m.ranks || m.ranks->size() == devices;
+    return !m.ranks
+           || m.ranks->size() == static_cast<size_t>(ranks_of(m.spec));
   };
   cmp("ranks", indexes_spec(x) && indexes_spec(y));
   return out;
