@@ -152,6 +152,9 @@ using job_actor = caf::typed_actor<
   caf::replies_to<watch_atom, annotations_sink_ptr>::with<ok_atom>,
   // ReportDeviceFaults for this job; names the entries it skipped.
   caf::replies_to<faults_atom, job_device_faults>::with<device_faults_outcome>,
+  // The same, answered through `reply` (the edge's path: one message per
+  // job of a fault storm, no actor or timer of its own).
+  caf::reacts_to<faults_atom, job_device_faults, faults_reply_ptr>,
   // Recover.Init.
   caf::replies_to<init_atom, client_info>::with<biz_status>,
   // Recover.Register; the flag says whether the registry's cap is reached.
@@ -229,6 +232,8 @@ using job_registry_actor = caf::typed_actor<
   caf::replies_to<get_atom, annots_atom, std::string>::with<annotations_view>,
   caf::replies_to<watch_atom, std::string, annotations_sink_ptr>::with<ok_atom>,
   caf::replies_to<faults_atom, job_device_faults>::with<device_faults_outcome>,
+  // The same, answered through the reply sink (forwarded to the job).
+  caf::reacts_to<faults_atom, job_device_faults, faults_reply_ptr>,
   caf::replies_to<init_atom, client_info>::with<biz_status>,
   caf::replies_to<register_atom, client_info>::with<biz_status>,
   caf::replies_to<subscribe_atom, client_info, signal_sink_ptr>::with<ok_atom>,

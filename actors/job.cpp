@@ -23,13 +23,21 @@ caf::error unknown(const job_model& m) {
                     "job " + m.spec.job_id + " is not known");
 }
 
-// Answers a reply sink with a status or an error.
-void answer(reply_sink<biz_status>& reply, const biz_status& x) {
+// Answers a reply sink with a value or an error.
+template <class T>
+void answer(reply_sink<T>& reply, const T& x) {
   reply.deliver(x);
 }
 
-void answer(reply_sink<biz_status>& reply, const caf::error& err) {
+template <class T>
+void answer(reply_sink<T>& reply, const caf::error& err) {
   reply.fail(err);
+}
+
+// A `respond` function that delivers through the response promise `rp`.
+template <class T>
+auto to_promise(caf::typed_response_promise<T> rp) {
+  return [rp](auto&& x) mutable { rp.deliver(std::forward<decltype(x)>(x)); };
 }
 
 // A Recover report (or ReportProcessFault): runs it through the machine and
@@ -90,30 +98,51 @@ void take_report(self_ptr self, flow_input in, Respond respond) {
     });
 }
 
-// Decides `cmd`, commits its events, then replies through `rp` with
+// Decides `cmd`, commits its events, then answers `respond` once: with
 // `reply(decision)` (its events moved out) evaluated after the events are
-// applied, then runs `after()`.
-template <class T, class Reply, class After>
-caf::result<T> handle(self_ptr self, command cmd, Reply reply, After after) {
+// applied, or with the error that refused or lost them.
+template <class Reply, class Respond>
+void handle_then(self_ptr self, command cmd, Reply reply, Respond respond) {
   auto d = decide(self->state.model, cmd);
-  if (!d)
-    return to_error(d.error());
-  auto rp = self->make_response_promise<T>();
+  if (!d) {
+    respond(to_error(d.error()));
+    return;
+  }
   auto events = std::move(d->events);
   d->events.clear();
   commit(
     self, std::move(events),
-    [=, done = std::move(*d)]() mutable {
-      rp.deliver(reply(done));
-      after();
-    },
-    [=](caf::error& err) mutable { rp.deliver(err); });
+    [=, done = std::move(*d)]() mutable { respond(reply(done)); },
+    [=](caf::error& err) mutable { respond(err); });
+}
+
+// `handle_then`, answered with a response message.
+template <class T, class Reply>
+caf::result<T> handle(self_ptr self, command cmd, Reply reply) {
+  auto rp = self->make_response_promise<T>();
+  handle_then(self, std::move(cmd), std::move(reply), to_promise(rp));
   return rp;
 }
 
-template <class T, class Reply>
-caf::result<T> handle(self_ptr self, command cmd, Reply reply) {
-  return handle<T>(self, std::move(cmd), std::move(reply), [] {});
+// ReportDeviceFaults for this job: answers `respond` with the entries it
+// skipped once the snapshot (and the flow step it causes) is durable.
+template <class Respond>
+void take_faults(self_ptr self, job_device_faults faults, Respond respond) {
+  auto& st = self->state;
+  if (!st.model.exists) {
+    respond(unknown(st.model));
+    return;
+  }
+  st.caller = faults.by;
+  // The snapshot and the flow step it causes are one append: a fault storm
+  // costs each job one durable write before its stopTrain.
+  faults_cmd cmd{std::move(faults), flow_input{}, st.cfg.waits};
+  cmd.then->now_ms = st.cfg.clock();
+  cmd.then->fresh_uuid = new_uuid(self);
+  handle_then(
+    self, std::move(cmd),
+    [](const decision& d) { return device_faults_outcome{d.ignored}; },
+    std::move(respond));
 }
 
 // PutJob by `by`.
@@ -347,19 +376,13 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
     },
     [=](faults_atom,
         job_device_faults& faults) -> caf::result<device_faults_outcome> {
-      auto& st = self->state;
-      if (!st.model.exists)
-        return unknown(st.model);
-      st.caller = faults.by;
-      // The snapshot and the flow step it causes are one append: a fault
-      // storm costs each job one durable write before its stopTrain.
-      faults_cmd cmd{std::move(faults), flow_input{}, st.cfg.waits};
-      cmd.then->now_ms = st.cfg.clock();
-      cmd.then->fresh_uuid = new_uuid(self);
-      return handle<device_faults_outcome>(
-        self, std::move(cmd), [](const decision& d) {
-          return device_faults_outcome{d.ignored};
-        });
+      auto rp = self->make_response_promise<device_faults_outcome>();
+      take_faults(self, std::move(faults), to_promise(rp));
+      return rp;
+    },
+    [=](faults_atom, job_device_faults& faults, faults_reply_ptr& reply) {
+      take_faults(self, std::move(faults),
+                  [reply](auto&& x) { answer(*reply, x); });
     },
     [=](init_atom, client_info& client) -> caf::result<biz_status> {
       if (!self->state.model.exists)
@@ -385,9 +408,7 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
     [=](report_atom, flow_input& in) -> caf::result<biz_status> {
       self->state.caller = in.by;
       auto rp = self->make_response_promise<biz_status>();
-      take_report(self, std::move(in), [rp](auto&& x) mutable {
-        rp.deliver(std::forward<decltype(x)>(x));
-      });
+      take_report(self, std::move(in), to_promise(rp));
       return rp;
     },
     [=](report_atom, flow_input& in, report_reply_ptr& reply) {

@@ -535,6 +535,13 @@ job_registry(job_registry_actor::stateful_pointer<job_registry_state> self,
         return self->delegate(*hdl, faults_atom::value, std::move(faults));
       return unknown_job(faults.job_id);
     },
+    [=](faults_atom, job_device_faults& faults, faults_reply_ptr& reply) {
+      if (auto* hdl = find(self, faults.job_id))
+        self->send(*hdl, faults_atom::value, std::move(faults),
+                   std::move(reply));
+      else
+        reply->fail(unknown_job(faults.job_id));
+    },
     [=](init_atom, client_info& client) -> caf::result<biz_status> {
       if (auto* hdl = find(self, client.job_id))
         return self->delegate(*hdl, init_atom::value, std::move(client));

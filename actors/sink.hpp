@@ -71,6 +71,10 @@ public:
 /// Where a job answers a report sent without a request.
 using report_reply_ptr = std::shared_ptr<reply_sink<biz_status>>;
 
+/// Where a job answers its part of a ReportDeviceFaults sent without a
+/// request.
+using faults_reply_ptr = std::shared_ptr<reply_sink<device_faults_outcome>>;
+
 } // namespace recoverd
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(recoverd::switch_sink_ptr)
@@ -79,3 +83,4 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(recoverd::stress_sink_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(recoverd::signal_sink_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(recoverd::annotations_sink_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(recoverd::report_reply_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(recoverd::faults_reply_ptr)

@@ -270,7 +270,8 @@ caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
     self->control_recover_ = std::make_unique<recover_service>(
       *self->sys_, self->registry_, buffer, self->directory_, control_access);
   self->platform_ = std::make_unique<platform_service>(
-    *self->sys_, self->registry_, buffer, ui_access, self->nodes_);
+    *self->sys_, self->registry_, buffer, ui_access, self->nodes_,
+    self->directory_);
   self->inspect_api_ = std::make_unique<inspect_api>(
     *self->sys_, self->inspector_, self->hub_, self->nodes_);
   self->inspect_ = std::make_unique<inspect_service>(*self->inspect_api_,

@@ -39,50 +39,55 @@ void ask(caf::actor_system& sys, const Handle& dest,
     dest, reactor, std::move(on_reply), std::move(xs)...);
 }
 
-/// A reply sink that finishes a unary reactor: `on_reply(x)` fills the gRPC
-/// reply and returns the status to finish with; an error finishes with its
-/// mapped status. `Finish` is called exactly once, also when the sink is
-/// dropped unanswered (the actor holding it ended): then with the mapped
-/// `request_receiver_down`.
-template <class T, class OnReply>
-class unary_reply final : public reply_sink<T> {
+/// A reply sink that hands its answer to `fn(err, x)` exactly once (`x`
+/// default-constructed on an error), from whichever thread answers; also
+/// when the sink is dropped unanswered (the actor holding it ended): then
+/// with `request_receiver_down`.
+template <class T, class Fn>
+class once_reply final : public reply_sink<T> {
 public:
-  unary_reply(grpc::ServerUnaryReactor* reactor, OnReply on_reply)
-    : reactor_(reactor), on_reply_(std::move(on_reply)) {
+  explicit once_reply(Fn fn) : fn_(std::move(fn)) {
     // nop
   }
 
-  ~unary_reply() override {
-    finish_with(
-      to_grpc_status(caf::make_error(caf::sec::request_receiver_down)));
+  ~once_reply() override {
+    fail(caf::make_error(caf::sec::request_receiver_down));
   }
 
   void deliver(T x) override {
     if (!done_.exchange(true))
-      reactor_->Finish(on_reply_(x));
+      fn_(caf::error{}, x);
   }
 
   void fail(const caf::error& err) override {
-    finish_with(to_grpc_status(err));
+    if (!done_.exchange(true)) {
+      T none{};
+      fn_(err, none);
+    }
   }
 
 private:
-  void finish_with(grpc::Status status) {
-    if (!done_.exchange(true))
-      reactor_->Finish(std::move(status));
-  }
-
-  grpc::ServerUnaryReactor* reactor_;
-  OnReply on_reply_;
+  Fn fn_;
   std::atomic<bool> done_{false};
 };
 
-/// Makes a `unary_reply` for `reactor`.
+/// Makes a `once_reply` calling `fn(err, x)`.
+template <class T, class Fn>
+std::shared_ptr<reply_sink<T>> make_once_reply(Fn fn) {
+  return std::make_shared<once_reply<T, Fn>>(std::move(fn));
+}
+
+/// A reply sink that finishes a unary reactor: `on_reply(x)` fills the gRPC
+/// reply and returns the status to finish with; an error finishes with its
+/// mapped status. `Finish` is called exactly once (see `once_reply`).
 template <class T, class OnReply>
 std::shared_ptr<reply_sink<T>>
 make_unary_reply(grpc::ServerUnaryReactor* reactor, OnReply on_reply) {
-  return std::make_shared<unary_reply<T, OnReply>>(reactor,
-                                                   std::move(on_reply));
+  return make_once_reply<T>(
+    [reactor, on_reply = std::move(on_reply)](const caf::error& err,
+                                              T& x) mutable {
+      reactor->Finish(err ? to_grpc_status(err) : on_reply(x));
+    });
 }
 
 /// Like `ask`, for callers that are not a unary reactor (the Inspect API,

@@ -1,11 +1,13 @@
 #include "services/platform_service.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <memory>
 #include <tuple>
 
 #include "actors/error.hpp"
+#include "actors/job_directory.hpp"
 #include "actors/model/job_model.hpp"
 #include "convert.hpp"
 #include "services/bridge.hpp"
@@ -69,12 +71,14 @@ platform_service::platform_service(caf::actor_system& sys,
                                    job_registry_actor registry,
                                    size_t stream_buffer,
                                    access_settings access,
-                                   node_registry_actor nodes)
+                                   node_registry_actor nodes,
+                                   job_directory_ptr directory)
   : sys_(sys),
     registry_(std::move(registry)),
     stream_buffer_(stream_buffer),
     access_(std::move(access)),
-    nodes_(std::move(nodes)) {
+    nodes_(std::move(nodes)),
+    directory_(std::move(directory)) {
   // nop
 }
 
@@ -340,37 +344,40 @@ grpc::ServerUnaryReactor* platform_service::ReportDeviceFaults(
     reactor->Finish(grpc::Status::OK);
     return reactor;
   }
-  // One request per job; the reply is finished when all have answered.
-  sys_.spawn(
-    [](caf::event_based_actor* self, job_registry_actor registry,
-       grpc::ServerUnaryReactor* reactor, pb::ReportDeviceFaultsResponse* resp,
-       std::vector<job_device_faults> entries) {
-      auto remaining = std::make_shared<size_t>(entries.size());
-      auto answer = [=](size_t i, const caf::error& err,
-                        const device_faults_outcome& outcome) {
-        auto* result = resp->mutable_results(static_cast<int>(i));
-        result->set_accepted(!err);
-        if (err)
-          result->set_error(to_grpc_status(err).error_message());
-        for (const auto& line : outcome.ignored)
-          result->add_ignored(line);
-        if (--*remaining == 0)
-          reactor->Finish(grpc::Status::OK);
-      };
-      for (size_t i = 0; i < entries.size(); ++i) {
-        if (auto err = to_error(validate_job_id(entries[i].job_id))) {
-          answer(i, err, {});
-          continue;
-        }
-        self->request(registry, edge_timeout, faults_atom::value, entries[i])
-          .then(
-            [=](device_faults_outcome& outcome) {
-              answer(i, caf::none, outcome);
-            },
-            [=](caf::error& err) { answer(i, err, {}); });
-      }
-    },
-    registry_, reactor, resp, std::move(entries));
+  // One message per job, straight to the job when the directory lists it
+  // (a storm of 1,000 jobs spawns no actor and arms no timer); each job
+  // answers its own result, from its own thread, and the last one finishes
+  // the call. The counter's release/acquire orders every result's writes
+  // before the `Finish`.
+  auto remaining = std::make_shared<std::atomic<size_t>>(entries.size());
+  auto answer = [reactor, resp, remaining](size_t i, const caf::error& err,
+                                           const device_faults_outcome& out) {
+    auto* result = resp->mutable_results(static_cast<int>(i));
+    result->set_accepted(!err);
+    if (err)
+      result->set_error(to_grpc_status(err).error_message());
+    for (const auto& line : out.ignored)
+      result->add_ignored(line);
+    if (remaining->fetch_sub(1, std::memory_order_acq_rel) == 1)
+      reactor->Finish(grpc::Status::OK);
+  };
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (auto err = to_error(validate_job_id(entries[i].job_id))) {
+      answer(i, err, {});
+      continue;
+    }
+    auto reply = make_once_reply<device_faults_outcome>(
+      [answer, i](const caf::error& err, device_faults_outcome& out) {
+        answer(i, err, out);
+      });
+    auto job = directory_ ? directory_->find(entries[i].job_id) : job_actor{};
+    if (job)
+      caf::anon_send(job, faults_atom::value, std::move(entries[i]),
+                     std::move(reply));
+    else
+      caf::anon_send(registry_, faults_atom::value, std::move(entries[i]),
+                     std::move(reply));
+  }
   return reactor;
 }
 

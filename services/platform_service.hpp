@@ -15,9 +15,13 @@ public:
   /// @param stream_buffer Messages a watch stream may queue.
   /// @param nodes The fleet's node registry; without one (null) the node
   ///        health RPCs see the jobs' records only.
+  /// @param directory The registry's job table: ReportDeviceFaults reaches
+  ///        the jobs it lists directly; without one (null), or for a job
+  ///        it does not list, through the registry.
   platform_service(caf::actor_system& sys, job_registry_actor registry,
                    size_t stream_buffer, access_settings access = {},
-                   node_registry_actor nodes = {});
+                   node_registry_actor nodes = {},
+                   job_directory_ptr directory = {});
 
   grpc::ServerUnaryReactor*
   PutJob(grpc::CallbackServerContext* ctx,
@@ -74,6 +78,7 @@ private:
   size_t stream_buffer_;
   access_settings access_;
   node_registry_actor nodes_;
+  job_directory_ptr directory_;
 };
 
 } // namespace recoverd

@@ -494,12 +494,31 @@ TEST_CASE("an in-process restart finds jobs, annotations and registrations") {
   CHECK(d->replayed().events == 0);
   auto ch = grpc::CreateChannel(d->address(), grpc::InsecureChannelCredentials());
   auto platform = pb::Platform::NewStub(ch);
+  // The edge's directory lists live jobs only: a dormant job's fault
+  // snapshot goes through the registry, which wakes the job for it.
+  pb::ReportDeviceFaultsRequest faults;
+  auto* entry = faults.add_jobs();
+  entry->set_jobid("j");
+  entry->set_healthstate("UnHealthy");
+  auto* f = entry->add_faults();
+  f->set_nodename("node-1");
+  f->set_deviceid("0");
+  f->add_faultcodes("81078603");
+  pb::ReportDeviceFaultsResponse answered;
+  {
+    grpc::ClientContext c;
+    REQUIRE(platform->ReportDeviceFaults(&c, faults, &answered).ok());
+  }
+  REQUIRE(answered.results_size() == 1);
+  CHECK(answered.results(0).accepted());
   pb::JobRef ref;
   ref.set_jobid("j");
   pb::JobStatus status;
   grpc::ClientContext c;
   REQUIRE(platform->GetJob(&c, ref, &status).ok());
   CHECK(status.spec().annotations().at("a") == "1");
+  CHECK(status.healthstate() == "UnHealthy");
+  CHECK(status.devicefaults_size() == 1);
 }
 
 TEST_CASE("durations parse as the flags document them") {
