@@ -15,7 +15,7 @@ if [[ -n "${QUICK:-}" ]]; then
   journal_args=(--records 20000 --rounds 1)
   recovery_args=(--jobs 100 --samples 50 --cycles 5 --reports 20)
   recovery_256_args=(--jobs 100 --samples 50 --cycles 5 --reports 20)
-  storm_args=(--jobs 100)
+  storm_args=(--jobs 100 --storms 1)
   startup_args=(--jobs 1000 --events 100000)
   memory_args=(--jobs 1000 --settle 2)
   step_args=(--large 2048 --min-seconds 0.2)
@@ -23,7 +23,7 @@ else
   journal_args=()
   recovery_args=()
   recovery_256_args=()
-  storm_args=()
+  storm_args=(--storms 3)
   startup_args=()
   memory_args=()
   step_args=()
@@ -59,6 +59,12 @@ for i in 1 2; do
 done
 for i in 1 2; do
   run "storm_bench-${i}" ./build/storm_bench "${storm_args[@]}"
+done
+# The same with the agents' answers held until every agent has stopTrain:
+# the daemon's stop fan-out alone (agents and daemon share the cores here).
+for i in 1 2; do
+  run "storm_bench-held-${i}" ./build/storm_bench --hold-stop \
+    "${storm_args[@]}"
 done
 for i in 1 2; do
   run "step_bench-${i}" ./build/step_bench "${step_args[@]}"
@@ -118,7 +124,13 @@ run memory_bench ./build/memory_bench "${memory_args[@]}"
   echo "  sent until every agent holds stopTrain, and until every job is back in"
   echo "  INIT with its outcome recorded (the managers answer stop, strategy and"
   echo "  status themselves); baseline: as many unary round trips (1 and 4 per"
-  echo "  job) to a trivial gRPC server from 64 threads."
+  echo "  job) to a trivial gRPC server from 64 threads. Three storms in a row,"
+  echo "  the median reported (each storm's figures are in the raw output; the"
+  echo "  first, on a daemon just set up, is the slowest). The agents run in the"
+  echo "  benchmark's process on the same cores: the ones stopped first answer"
+  echo "  (StopComplete, strategies, status) while the rest are still being"
+  echo "  stopped. The --hold-stop rows hold every agent's answer until all have"
+  echo "  stopTrain: the daemon's fan-out without that competition."
   echo "- Job size: the pure core alone (decide, encode every event, apply; no"
   echo "  actor, no journal), CPU time per step and encoded event bytes on a"
   echo "  16,384-rank job (2048 pods x 8) vs a 16-rank job: an absorbed"

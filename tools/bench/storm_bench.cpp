@@ -36,6 +36,7 @@
 
 #include <CLI/CLI.hpp>
 #include <grpcpp/grpcpp.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "actors/error.hpp"
@@ -62,6 +63,17 @@ constexpr size_t devices_per_pod = 8;
 
 int64_t now_ns() {
   return clock_type::now().time_since_epoch().count();
+}
+
+// CPU time of the whole process (daemon and agents), user + system, in ms.
+double cpu_ms() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  auto ms = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) * 1e3
+           + static_cast<double>(t.tv_usec) / 1e3;
+  };
+  return ms(u.ru_utime) + ms(u.ru_stime);
 }
 
 std::string job_name(size_t i) {
@@ -204,6 +216,7 @@ struct storm {
   double first_stopped = 0;
   double stopped_p50 = 0;
   double all_stopped = 0;
+  double cpu_to_stopped = 0;
   double all_reported = 0;
   double all_idle = 0;
   std::map<std::string, size_t> outcomes;
@@ -328,6 +341,7 @@ int main(int argc, char** argv) {
     auto ms_since = [](int64_t t0, int64_t t) {
       return static_cast<double>(t - t0) / 1e6;
     };
+    auto cpu0 = cpu_ms();
     auto t0 = now_ns();
     report_device_faults(*platform, faulty);
     r.returned = ms_since(t0, now_ns());
@@ -340,6 +354,7 @@ int main(int argc, char** argv) {
     };
     if (!wait_for(all(&stamps::stopped), 60s))
       die("not every agent got stopTrain within 60 s");
+    r.cpu_to_stopped = cpu_ms() - cpu0;
     stops.open();
     std::vector<double> stopped;
     for (const auto& x : seen)
@@ -379,11 +394,14 @@ int main(int argc, char** argv) {
                   + std::to_string(n);
     std::printf("storm %zu%s: ReportDeviceFaults for %zu jobs returned after "
                 "%.1f ms; stopTrain at the agents: first %.1f ms, p50 %.1f "
-                "ms, all %.1f ms (design target <= 100 ms); every status "
+                "ms, all %.1f ms (design target <= 100 ms), CPU used by then "
+                "%.0f ms (daemon and agents, %u cores); every status "
                 "report answered %.1f ms; every job back in INIT %.1f ms "
                 "(outcomes: %s)\n",
-                round + 1, hold_stop ? " (stops held)" : "", jobs, r.returned, r.first_stopped, r.stopped_p50,
-                r.all_stopped, r.all_reported, r.all_idle, outcomes.c_str());
+                round + 1, hold_stop ? " (stops held)" : "", jobs, r.returned,
+                r.first_stopped, r.stopped_p50, r.all_stopped,
+                r.cpu_to_stopped, std::thread::hardware_concurrency(),
+                r.all_reported, r.all_idle, outcomes.c_str());
     std::fflush(stdout);
     if (r.outcomes.size() != 1 || r.outcomes.count("(none)") > 0)
       die("not every job ended its flow the same way: " + outcomes);
