@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include <absl/synchronization/mutex.h>
+#include <caf/logger.hpp>
 #include <caf/scoped_actor.hpp>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -380,6 +381,9 @@ caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
       return err;
     }
   }
+  // This thread spawned actors: it lets go of CAF's logger, so that any
+  // thread may stop the app (see spawn_at_edge).
+  caf::logger::set_current_actor_system(nullptr);
   return self;
 }
 

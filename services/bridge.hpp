@@ -10,6 +10,7 @@
 
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
+#include <caf/logger.hpp>
 #include <caf/sec.hpp>
 #include <grpcpp/support/server_callback.h>
 
@@ -22,6 +23,18 @@ namespace recoverd {
 /// How long the edge waits for an actor's answer.
 constexpr auto edge_timeout = std::chrono::seconds(60);
 
+/// Spawns `fn(self, xs...)` from a thread that is not CAF's (a gRPC
+/// callback). CAF 0.17's spawn leaves the calling thread holding a
+/// reference to the system's logger, and the actor system's destructor waits
+/// until the logger is gone: a gRPC thread that outlives the app (another
+/// channel or server in the process keeps gRPC's threads up) would hang the
+/// shutdown for good. The reference is dropped at once.
+template <class Fn, class... Ts>
+void spawn_at_edge(caf::actor_system& sys, Fn fn, Ts&&... xs) {
+  sys.spawn(std::move(fn), std::forward<Ts>(xs)...);
+  caf::logger::set_current_actor_system(nullptr);
+}
+
 /// Sends `xs...` to `dest`; on a `Response` calls `on_reply(response)`, which
 /// fills the gRPC reply and returns the status to finish with; on an error
 /// finishes with its mapped status. `Finish` is called exactly once.
@@ -29,7 +42,8 @@ template <class Response, class Handle, class OnReply, class... Ts>
 void ask(caf::actor_system& sys, const Handle& dest,
          grpc::ServerUnaryReactor* reactor, OnReply on_reply, Ts... xs) {
   // Data goes in as spawn arguments, not captures (see stack.md, CAF + UBSan).
-  sys.spawn(
+  spawn_at_edge(
+    sys,
     [](caf::event_based_actor* self, Handle dest,
        grpc::ServerUnaryReactor* reactor, OnReply on_reply, Ts... xs) {
       self->request(dest, edge_timeout, std::move(xs)...)
@@ -97,7 +111,8 @@ template <class Response, class Handle, class OnReply, class Done,
           class... Ts>
 void ask_then(caf::actor_system& sys, const Handle& dest, OnReply on_reply,
               Done done, Ts... xs) {
-  sys.spawn(
+  spawn_at_edge(
+    sys,
     [](caf::event_based_actor* self, Handle dest, OnReply on_reply, Done done,
        Ts... xs) {
       self->request(dest, edge_timeout, std::move(xs)...)
@@ -112,7 +127,8 @@ void ask_then(caf::actor_system& sys, const Handle& dest, OnReply on_reply,
 template <class Response, class Handle, class Sink, class... Ts>
 void open_stream(caf::actor_system& sys, const Handle& dest, Sink sink,
                  Ts... xs) {
-  sys.spawn(
+  spawn_at_edge(
+    sys,
     [](caf::event_based_actor* self, Handle dest, Sink sink, Ts... xs) {
       self->request(dest, edge_timeout, std::move(xs)..., sink)
         .then([](Response&) {}, [=](caf::error& err) { sink->finish(err); });

@@ -190,7 +190,8 @@ void inspect_api::watch_events(const pi::WatchEventsRequest& req,
 
 void inspect_api::cluster(
   std::function<void(caf::expected<cluster_stats>)> done) const {
-  sys_.spawn(
+  spawn_at_edge(
+    sys_,
     [](caf::event_based_actor* self, inspector_actor inspector,
        node_registry_actor nodes,
        std::function<void(caf::expected<cluster_stats>)> done) {

@@ -169,7 +169,8 @@ platform_service::ListNodeHealth(grpc::CallbackServerContext* ctx,
     return reactor;
   // The jobs' records, then the fleet's quarantine (one hop each, without
   // blocking the gRPC thread).
-  sys_.spawn(
+  spawn_at_edge(
+    sys_,
     [](caf::event_based_actor* self, job_registry_actor registry,
        node_registry_actor fleet, grpc::ServerUnaryReactor* reactor,
        pb::ListNodeHealthResponse* resp, std::string ns) {
@@ -227,7 +228,8 @@ platform_service::ClearNodeHealth(grpc::CallbackServerContext* ctx,
     return reactor;
   // The jobs' records first (an unknown job refuses the whole clear), then
   // the fleet's record of the node.
-  sys_.spawn(
+  spawn_at_edge(
+    sys_,
     [](caf::event_based_actor* self, job_registry_actor registry,
        node_registry_actor fleet, grpc::ServerUnaryReactor* reactor,
        pb::ClearNodeHealthResponse* resp, std::string node, std::string job,

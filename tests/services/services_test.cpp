@@ -1,7 +1,11 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <future>
+#include <memory>
 #include <sstream>
 #include <thread>
 
@@ -519,6 +523,59 @@ TEST_CASE("an in-process restart finds jobs, annotations and registrations") {
   CHECK(status.spec().annotations().at("a") == "1");
   CHECK(status.healthstate() == "UnHealthy");
   CHECK(status.devicefaults_size() == 1);
+}
+
+TEST_CASE("the app stops while a client channel of the same process is "
+          "still open") {
+  // gRPC's threads outlive the app here (the channel keeps gRPC up); the
+  // handlers that spawned bridge actors on them must not hold up the actor
+  // system's shutdown (CAF 0.17 waits for the logger those spawns pinned).
+  test::temp_dir dir;
+  auto d = start_app(dir / "db");
+  auto ch
+    = grpc::CreateChannel(d->address(), grpc::InsecureChannelCredentials());
+  auto platform = pb::Platform::NewStub(ch);
+  // Through the callback API, as an in-process client of the callback API
+  // keeps gRPC's callback threads (the ones the handlers ran on) alive.
+  for (int i = 0; i < 20; ++i) {
+    pb::PutJobRequest req;
+    *req.mutable_spec() = spec_of("j" + std::to_string(i));
+    pb::PutJobResponse resp;
+    grpc::ClientContext c;
+    std::promise<grpc::Status> put;
+    platform->async()->PutJob(&c, &req, &resp,
+                              [&put](grpc::Status st) { put.set_value(st); });
+    REQUIRE(put.get_future().get().ok());
+    pb::ListNodeHealthRequest nodes;
+    pb::ListNodeHealthResponse listed;
+    grpc::ClientContext c2;
+    std::promise<grpc::Status> list;
+    platform->async()->ListNodeHealth(
+      &c2, &nodes, &listed, [&list](grpc::Status st) { list.set_value(st); });
+    REQUIRE(list.get_future().get().ok());
+  }
+  // A watchdog ends the run if the stop hangs: the stopping thread would be
+  // stuck inside CAF, with no clean way on.
+  auto stopped = std::make_shared<std::atomic<bool>>(false);
+  std::thread{[stopped] {
+    auto deadline = std::chrono::steady_clock::now() + 30s;
+    while (!*stopped && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(10ms);
+    if (!*stopped) {
+      std::fprintf(stderr,
+                   "FAILED: the app did not stop within 30 s with a "
+                   "client channel open\n");
+      std::_Exit(1);
+    }
+  }}.detach();
+  d.reset();
+  *stopped = true;
+  // The channel still works against a server that is gone: it fails fast.
+  pb::ListJobsRequest req;
+  pb::ListJobsResponse resp;
+  grpc::ClientContext c;
+  c.set_deadline(std::chrono::system_clock::now() + 2s);
+  CHECK_FALSE(platform->ListJobs(&c, req, &resp).ok());
 }
 
 TEST_CASE("durations parse as the flags document them") {
