@@ -156,7 +156,8 @@ struct stamps {
 // changeStrategy (status 0) with asynchronous calls, so no thread waits
 // per stream and the agents' side of a storm costs a small part of what a
 // thread per stream costs. Its worker streams are not opened: a retry
-// flow sends nothing on them.
+// flow sends nothing on them. With --hold-stop it sends its StopComplete
+// only once every agent has stopTrain.
 class light_agent final
   : public grpc::ClientReadReactor<::ProcessManageSignal> {
 public:
@@ -179,6 +180,24 @@ public:
     StartCall();
   }
 
+  /// Holds the answer to the next stopTrain until `release` (--hold-stop).
+  void hold() {
+    std::lock_guard<std::mutex> guard{mtx_};
+    holding_ = true;
+  }
+
+  /// Sends the held answer, if any.
+  void release() {
+    bool held = false;
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      holding_ = false;
+      std::swap(held, held_);
+    }
+    if (held)
+      report_stop();
+  }
+
   /// Ends the stream and waits until gRPC is done with it.
   void stop() {
     call_.TryCancel();
@@ -192,10 +211,16 @@ public:
     const auto& type = sig_.signaltype();
     if (type == "stopTrain") {
       seen_.stopped = now_ns();
-      auto* c = new call<::StopCompleteRequest>(*this);
-      c->req.set_jobid(who_.jobid());
-      c->req.mutable_status()->set_code(0);
-      stub_.async()->ReportStopComplete(&c->ctx, &c->req, &c->resp, c->done());
+      bool now = true;
+      {
+        std::lock_guard<std::mutex> guard{mtx_};
+        if (holding_) {
+          held_ = true;
+          now = false;
+        }
+      }
+      if (now)
+        report_stop();
     } else if (type == "globalFault") {
       auto* c = new call<::RecoverStrategyRequest>(*this);
       c->req.set_jobid(who_.jobid());
@@ -220,6 +245,13 @@ public:
   }
 
 private:
+  void report_stop() {
+    auto* c = new call<::StopCompleteRequest>(*this);
+    c->req.set_jobid(who_.jobid());
+    c->req.mutable_status()->set_code(0);
+    stub_.async()->ReportStopComplete(&c->ctx, &c->req, &c->resp, c->done());
+  }
+
   // One report in flight; deletes itself when answered.
   template <class Request>
   struct call {
@@ -256,6 +288,8 @@ private:
   std::condition_variable cv_;
   bool done_ = false;
   size_t calls_ = 0;
+  bool holding_ = false;
+  bool held_ = false;
 };
 
 // The fault-center snapshot of every job: one retry-class fault on the
@@ -552,12 +586,6 @@ int main(int argc, char** argv) {
                "daemon's stop fan-out without the agents' replies competing "
                "for the cores)");
   CLI11_PARSE(cli, argc, argv);
-  if (light && hold_stop) {
-    std::fprintf(stderr,
-                 "storm_bench: --light-agents answer as they read; "
-                 "--hold-stop is for the process managers\n");
-    return 2;
-  }
   if (jobs == 0 || storms == 0 || ranks < devices_per_pod
       || ranks % devices_per_pod != 0) {
     std::fprintf(stderr, "storm_bench: need jobs >= 1, storms >= 1 and "
@@ -654,8 +682,12 @@ int main(int argc, char** argv) {
       x.reported = 0;
     }
     storm r;
-    if (hold_stop)
+    if (hold_stop) {
       stops.close();
+      for (auto& x : lights)
+        if (x)
+          x->hold();
+    }
     auto ms_since = [](int64_t t0, int64_t t) {
       return static_cast<double>(t - t0) / 1e6;
     };
@@ -674,6 +706,9 @@ int main(int argc, char** argv) {
       die("not every agent got stopTrain within 60 s");
     r.cpu_to_stopped = cpu_ms() - cpu0;
     stops.open();
+    for (auto& x : lights)
+      if (x)
+        x->release();
     std::vector<double> stopped;
     for (const auto& x : seen)
       stopped.push_back(ms_since(t0, x.stopped.load()));
