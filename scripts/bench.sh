@@ -16,6 +16,7 @@ if [[ -n "${QUICK:-}" ]]; then
   recovery_args=(--jobs 100 --samples 50 --cycles 5 --reports 20)
   recovery_256_args=(--jobs 100 --samples 50 --cycles 5 --reports 20)
   storm_args=(--jobs 100 --storms 1)
+  storm_light_args=(--jobs 100 --storms 1)
   startup_args=(--jobs 1000 --events 100000)
   memory_args=(--jobs 1000 --settle 2)
   step_args=(--large 2048 --min-seconds 0.2)
@@ -24,6 +25,7 @@ else
   recovery_args=()
   recovery_256_args=()
   storm_args=(--storms 3)
+  storm_light_args=(--storms 5)
   startup_args=()
   memory_args=()
   step_args=()
@@ -65,6 +67,17 @@ done
 for i in 1 2; do
   run "storm_bench-held-${i}" ./build/storm_bench --hold-stop \
     "${storm_args[@]}"
+done
+# Agents on gRPC's callback API over one channel: the agents' own cost no
+# longer weighs on the cores (a thread per stream is most of it above), as
+# when they run on other machines; five storms each (they set up fast).
+for i in 1 2; do
+  run "storm_bench-light-${i}" ./build/storm_bench --light-agents \
+    "${storm_light_args[@]}"
+done
+for i in 1 2; do
+  run "storm_bench-light-held-${i}" ./build/storm_bench --light-agents \
+    --hold-stop "${storm_light_args[@]}"
 done
 for i in 1 2; do
   run "step_bench-${i}" ./build/step_bench "${step_args[@]}"
@@ -130,7 +143,14 @@ run memory_bench ./build/memory_bench "${memory_args[@]}"
   echo "  benchmark's process on the same cores: the ones stopped first answer"
   echo "  (StopComplete, strategies, status) while the rest are still being"
   echo "  stopped. The --hold-stop rows hold every agent's answer until all have"
-  echo "  stopTrain: the daemon's fan-out without that competition."
+  echo "  stopTrain: the daemon's fan-out without that competition. A process"
+  echo "  manager reads each stream on a thread of its own (perf: the agents"
+  echo "  take 40-57% of the CPU of the stop window on this VM); the"
+  echo "  --light-agents rows use agents on gRPC's callback API over one"
+  echo "  channel instead (same answers, asynchronous calls, five storms), the"
+  echo "  closest this one machine comes to agents on other machines. The"
+  echo "  baseline column also gives the fan-out's floor: a trivial server"
+  echo "  pushing one stopTrain to as many open streams, read the same way."
   echo "- Job size: the pure core alone (decide, encode every event, apply; no"
   echo "  actor, no journal), CPU time per step and encoded event bytes on a"
   echo "  16,384-rank job (2048 pods x 8) vs a 16-rank job: an absorbed"

@@ -35,6 +35,21 @@ TEST_CASE("e2e cli: every binary answers --version") {
   }
 }
 
+TEST_CASE("e2e cli: storm_bench runs a small storm with each kind of agent") {
+  // The full storms belong to scripts/bench.sh; a small one in each mode
+  // shows they run to the end (teardown included) and print their figure.
+  for (const char* mode : {"", " --hold-stop", " --light-agents",
+                           " --light-agents --hold-stop"}) {
+    auto [rc, out] = run_command(build_dir() + "/storm_bench --jobs 20"
+                                 + " --storms 1" + mode);
+    INFO("storm_bench" << mode << ": " << out);
+    CHECK(rc == 0);
+    CHECK(out.find("RESULT\tFault storm") != std::string::npos);
+    CHECK(out.find("fan-out's floor") != std::string::npos);
+    CHECK(out.find("retry-success x20") != std::string::npos);
+  }
+}
+
 TEST_CASE("e2e cli: the waits recoverd does not implement are gone") {
   auto [rc, help] = run_command(std::string{RECOVERD_BIN} + " --help");
   REQUIRE(rc == 0);

@@ -812,7 +812,8 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   managers.clear();
   for (auto& x : lights)
-    x->stop();
+    if (x)
+      x->stop();
   lights.clear();
   agents.reset();
   (*daemon)->stop();
