@@ -149,6 +149,60 @@ struct stamps {
   std::atomic<int64_t> reported{0};
 };
 
+// A job's agent stream read on gRPC's callback API: `on_signal` sees each
+// signal on one of gRPC's threads; no thread waits per stream.
+class signal_reader : public grpc::ClientReadReactor<::ProcessManageSignal> {
+public:
+  explicit signal_reader(std::string job) {
+    who_.set_jobid(std::move(job));
+    who_.set_role("process-manager");
+  }
+
+  /// Opens the stream.
+  void subscribe(::Recover::Stub& stub) {
+    stub.async()->SubscribeProcessManageSignal(&call_, &who_, this);
+    StartRead(&sig_);
+    StartCall();
+  }
+
+  /// Ends the stream.
+  void cancel() {
+    call_.TryCancel();
+  }
+
+  /// Waits until the stream has ended and every call in flight is answered.
+  void await_done() {
+    std::unique_lock<std::mutex> lock{mtx_};
+    cv_.wait(lock, [this] { return done_ && calls_ == 0; });
+  }
+
+  void OnReadDone(bool ok) final {
+    if (!ok)
+      return;
+    on_signal(sig_);
+    StartRead(&sig_);
+  }
+
+  void OnDone(const grpc::Status&) final {
+    std::lock_guard<std::mutex> guard{mtx_};
+    done_ = true;
+    cv_.notify_all();
+  }
+
+protected:
+  virtual void on_signal(const ::ProcessManageSignal& sig) = 0;
+
+  ::ClientInfo who_;
+  std::mutex mtx_;
+  std::condition_variable cv_;
+  size_t calls_ = 0;
+
+private:
+  grpc::ClientContext call_;
+  ::ProcessManageSignal sig_;
+  bool done_ = false;
+};
+
 // A light agent (--light-agents): the process manager's part of a retry
 // flow, on gRPC's callback API. Its agent stream is a read reactor on a
 // channel all light agents share; it stamps stopTrain on arrival and
@@ -158,13 +212,11 @@ struct stamps {
 // thread per stream costs. Its worker streams are not opened: a retry
 // flow sends nothing on them. With --hold-stop it sends its StopComplete
 // only once every agent has stopTrain.
-class light_agent final
-  : public grpc::ClientReadReactor<::ProcessManageSignal> {
+class light_agent final : public signal_reader {
 public:
   light_agent(::Recover::Stub& stub, std::string job, stamps& seen)
-    : stub_(stub), seen_(seen) {
-    who_.set_jobid(std::move(job));
-    who_.set_role("process-manager");
+    : signal_reader(std::move(job)), stub_(stub), seen_(seen) {
+    // nop
   }
 
   /// Init and Register (blocking), then the agent stream.
@@ -175,9 +227,7 @@ public:
       if (auto st = (stub_.*rpc)(&c, who_, &resp); !st.ok() || resp.code())
         die("job " + who_.jobid() + ": Init/Register failed");
     }
-    stub_.async()->SubscribeProcessManageSignal(&call_, &who_, this);
-    StartRead(&sig_);
-    StartCall();
+    subscribe(stub_);
   }
 
   /// Holds the answer to the next stopTrain until `release` (--hold-stop).
@@ -200,15 +250,13 @@ public:
 
   /// Ends the stream and waits until gRPC is done with it.
   void stop() {
-    call_.TryCancel();
-    std::unique_lock<std::mutex> lock{mtx_};
-    cv_.wait(lock, [this] { return done_ && calls_ == 0; });
+    cancel();
+    await_done();
   }
 
-  void OnReadDone(bool ok) override {
-    if (!ok)
-      return;
-    const auto& type = sig_.signaltype();
+private:
+  void on_signal(const ::ProcessManageSignal& sig) override {
+    const auto& type = sig.signaltype();
     if (type == "stopTrain") {
       seen_.stopped = now_ns();
       bool now = true;
@@ -232,19 +280,11 @@ public:
       auto* c = new call<::RecoverStatusRequest>(*this, true);
       c->req.set_jobid(who_.jobid());
       c->req.mutable_status()->set_code(0);
-      c->req.set_strategy(sig_.changestrategy());
+      c->req.set_strategy(sig.changestrategy());
       stub_.async()->ReportRecoverStatus(&c->ctx, &c->req, &c->resp, c->done());
     }
-    StartRead(&sig_);
   }
 
-  void OnDone(const grpc::Status&) override {
-    std::lock_guard<std::mutex> guard{mtx_};
-    done_ = true;
-    cv_.notify_all();
-  }
-
-private:
   void report_stop() {
     auto* c = new call<::StopCompleteRequest>(*this);
     c->req.set_jobid(who_.jobid());
@@ -281,13 +321,6 @@ private:
 
   ::Recover::Stub& stub_;
   stamps& seen_;
-  ::ClientInfo who_;
-  grpc::ClientContext call_;
-  ::ProcessManageSignal sig_;
-  std::mutex mtx_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  size_t calls_ = 0;
   bool holding_ = false;
   bool held_ = false;
 };
@@ -432,47 +465,22 @@ private:
 };
 
 // A client of the fan-out floor on gRPC's callback API (as a light agent
-// reads): stamps stopTrain, reads on.
-class floor_reader final
-  : public grpc::ClientReadReactor<::ProcessManageSignal> {
+// reads): stamps stopTrain.
+class floor_reader final : public signal_reader {
 public:
   floor_reader(::Recover::Stub& stub, const std::string& job,
                std::atomic<int64_t>& seen)
-    : seen_(seen) {
-    who_.set_jobid(job);
-    stub.async()->SubscribeProcessManageSignal(&call_, &who_, this);
-    StartRead(&sig_);
-    StartCall();
-  }
-
-  void OnReadDone(bool ok) override {
-    if (!ok)
-      return;
-    if (sig_.signaltype() == "stopTrain")
-      seen_ = now_ns();
-    StartRead(&sig_);
-  }
-
-  void OnDone(const grpc::Status&) override {
-    std::lock_guard<std::mutex> guard{mtx_};
-    done_ = true;
-    cv_.notify_all();
-  }
-
-  /// Waits until the stream has ended.
-  void await_done() {
-    std::unique_lock<std::mutex> lock{mtx_};
-    cv_.wait(lock, [this] { return done_; });
+    : signal_reader(job), seen_(seen) {
+    subscribe(stub);
   }
 
 private:
+  void on_signal(const ::ProcessManageSignal& sig) override {
+    if (sig.signaltype() == "stopTrain")
+      seen_ = now_ns();
+  }
+
   std::atomic<int64_t>& seen_;
-  ::ClientInfo who_;
-  grpc::ClientContext call_;
-  ::ProcessManageSignal sig_;
-  std::mutex mtx_;
-  std::condition_variable cv_;
-  bool done_ = false;
 };
 
 // Milliseconds from the first push until every one of `jobs` clients has
@@ -790,17 +798,22 @@ int main(int argc, char** argv) {
               jobs, stopped / stop_base, jobs * 4, idle / cycle_base,
               stopped / 100);
   // Machine-readable lines for scripts/bench.sh (BENCHMARKS.md).
+  std::string agents_are;
+  if (light)
+    agents_are = " (light agents: callback API, one channel";
+  if (hold_stop)
+    agents_are += light ? "; answers held until all have it)"
+                        : " (agents answer once all have it: the daemon's "
+                          "fan-out alone)";
+  else if (light)
+    agents_are += ")";
   std::printf("RESULT\tFault storm: one ReportDeviceFaults faulting %zu "
               "subscribed jobs -> every agent has stopTrain%s\t%.0f ms\t%.0f "
               "ms (%zu unary round trips to a trivial gRPC server; a trivial "
               "server pushing to as many open streams: %.0f ms)\t%.1f\t"
               "<= 100 ms\n",
-              jobs,
-              light         ? " (light agents: callback API, one channel)"
-                : hold_stop ? " (agents answer once all have it: the daemon's "
-                              "fan-out alone)"
-                            : "",
-              stopped, stop_base, jobs, floor_ms, stopped / stop_base);
+              jobs, agents_are.c_str(), stopped, stop_base, jobs, floor_ms,
+              stopped / stop_base);
   // With the stops held the cycle includes the hold: not comparable.
   if (!hold_stop)
     std::printf("RESULT\tFault storm: ... -> every job recovered (back in "
