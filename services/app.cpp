@@ -265,14 +265,18 @@ caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
                                  opts.om_on_agent_listener, false,
                                  self->limiter_};
   const auto& ui_access = split ? control_access : agent_access;
+  // A fault's stops go out before the answers of the jobs it already
+  // stopped (design §7).
+  auto gate = std::make_shared<report_gate>();
   self->recover_ = std::make_unique<recover_service>(
-    *self->sys_, self->registry_, buffer, self->directory_, agent_access);
+    *self->sys_, self->registry_, buffer, self->directory_, agent_access, gate);
   if (split)
     self->control_recover_ = std::make_unique<recover_service>(
-      *self->sys_, self->registry_, buffer, self->directory_, control_access);
+      *self->sys_, self->registry_, buffer, self->directory_, control_access,
+      gate);
   self->platform_ = std::make_unique<platform_service>(
     *self->sys_, self->registry_, buffer, ui_access, self->nodes_,
-    self->directory_);
+    self->directory_, gate);
   self->inspect_api_ = std::make_unique<inspect_api>(
     *self->sys_, self->inspector_, self->hub_, self->nodes_);
   self->inspect_ = std::make_unique<inspect_service>(*self->inspect_api_,

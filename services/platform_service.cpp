@@ -69,16 +69,13 @@ void add_fleet_quarantine(std::vector<node_health>& nodes,
 
 platform_service::platform_service(caf::actor_system& sys,
                                    job_registry_actor registry,
-                                   size_t stream_buffer,
-                                   access_settings access,
+                                   size_t stream_buffer, access_settings access,
                                    node_registry_actor nodes,
-                                   job_directory_ptr directory)
-  : sys_(sys),
-    registry_(std::move(registry)),
-    stream_buffer_(stream_buffer),
-    access_(std::move(access)),
-    nodes_(std::move(nodes)),
-    directory_(std::move(directory)) {
+                                   job_directory_ptr directory,
+                                   std::shared_ptr<report_gate> gate)
+  : sys_(sys), registry_(std::move(registry)), stream_buffer_(stream_buffer),
+    access_(std::move(access)), nodes_(std::move(nodes)),
+    directory_(std::move(directory)), gate_(std::move(gate)) {
   // nop
 }
 
@@ -350,19 +347,25 @@ grpc::ServerUnaryReactor* platform_service::ReportDeviceFaults(
   // (a storm of 1,000 jobs spawns no actor and arms no timer); each job
   // answers its own result, from its own thread, and the last one finishes
   // the call. The counter's release/acquire orders every result's writes
-  // before the `Finish`.
+  // before the `Finish`. Until then the agents' answers of the jobs already
+  // stopped wait at the gate: the other jobs' stops go first.
   auto remaining = std::make_shared<std::atomic<size_t>>(entries.size());
-  auto answer = [reactor, resp, remaining](size_t i, const caf::error& err,
-                                           const device_faults_outcome& out) {
-    auto* result = resp->mutable_results(static_cast<int>(i));
-    result->set_accepted(!err);
-    if (err)
-      result->set_error(to_grpc_status(err).error_message());
-    for (const auto& line : out.ignored)
-      result->add_ignored(line);
-    if (remaining->fetch_sub(1, std::memory_order_acq_rel) == 1)
-      reactor->Finish(grpc::Status::OK);
-  };
+  auto gate = gate_ && gate_->begin(entries.size()) ? gate_ : nullptr;
+  auto answer
+    = [reactor, resp, remaining, gate](size_t i, const caf::error& err,
+                                       const device_faults_outcome& out) {
+        auto* result = resp->mutable_results(static_cast<int>(i));
+        result->set_accepted(!err);
+        if (err)
+          result->set_error(to_grpc_status(err).error_message());
+        for (const auto& line : out.ignored)
+          result->add_ignored(line);
+        if (remaining->fetch_sub(1, std::memory_order_acq_rel) == 1) {
+          if (gate)
+            gate->end();
+          reactor->Finish(grpc::Status::OK);
+        }
+      };
   for (size_t i = 0; i < entries.size(); ++i) {
     if (auto err = to_error(validate_job_id(entries[i].job_id))) {
       answer(i, err, {});

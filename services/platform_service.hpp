@@ -3,8 +3,11 @@
 #include <caf/actor_system.hpp>
 
 #include "actors/actors.hpp"
-#include "services/access.hpp"
+#include <memory>
+
 #include "platform.grpc.pb.h"
+#include "services/access.hpp"
+#include "services/report_gate.hpp"
 
 namespace recoverd {
 
@@ -18,10 +21,13 @@ public:
   /// @param directory The registry's job table: ReportDeviceFaults reaches
   ///        the jobs it lists directly; without one (null), or for a job
   ///        it does not list, through the registry.
+  /// @param gate Closed while ReportDeviceFaults is stopping many jobs, so
+  ///        that the agents' answers wait; may be null.
   platform_service(caf::actor_system& sys, job_registry_actor registry,
                    size_t stream_buffer, access_settings access = {},
                    node_registry_actor nodes = {},
-                   job_directory_ptr directory = {});
+                   job_directory_ptr directory = {},
+                   std::shared_ptr<report_gate> gate = nullptr);
 
   grpc::ServerUnaryReactor*
   PutJob(grpc::CallbackServerContext* ctx,
@@ -79,6 +85,7 @@ private:
   access_settings access_;
   node_registry_actor nodes_;
   job_directory_ptr directory_;
+  std::shared_ptr<report_gate> gate_;
 };
 
 } // namespace recoverd

@@ -56,12 +56,11 @@ recover_service::recover_service(caf::actor_system& sys,
                                  job_registry_actor registry,
                                  size_t stream_buffer,
                                  job_directory_ptr directory,
-                                 access_settings access)
-  : sys_(sys),
-    registry_(std::move(registry)),
-    stream_buffer_(stream_buffer),
-    directory_(std::move(directory)),
-    access_(std::move(access)) {
+                                 access_settings access,
+                                 std::shared_ptr<report_gate> gate)
+  : sys_(sys), registry_(std::move(registry)), stream_buffer_(stream_buffer),
+    directory_(std::move(directory)), access_(std::move(access)),
+    gate_(std::move(gate)) {
   // nop
 }
 
@@ -95,6 +94,8 @@ recover_service::SubscribeProcessManageSignal(grpc::CallbackServerContext* ctx,
     ctx, stream_buffer_, [](const process_signal& x, ::ProcessManageSignal& out) {
       convert::to_proto(x, out);
     });
+  // The gate opens after a fault once the stops it sent are written.
+  stream->sink()->count_writes(gate_);
   signal_sink_ptr sink = stream->sink();
   auto who = admit_stream(access_, ctx, sink,
                           "/Recover/SubscribeProcessManageSignal",
@@ -141,15 +142,29 @@ recover_service::report(grpc::CallbackServerContext* ctx,
         reactor, [f = fill(resp), release](const biz_status& s) {
           return f(s);
         });
-      caf::anon_send(x.hdl, report_atom::value, std::move(in),
-                     std::move(reply));
+      dispatch(kind, [hdl = x.hdl, in = std::move(in), reply]() mutable {
+        caf::anon_send(hdl, report_atom::value, std::move(in),
+                       std::move(reply));
+      });
       return reactor;
     }
   auto reply = make_unary_reply<biz_status>(reactor, fill(resp));
-  caf::anon_send(registry_, report_atom::value,
-                 client_info{job_id, "", ctx->peer()}, std::move(in),
-                 std::move(reply));
+  dispatch(kind,
+           [reg = registry_, client = client_info{job_id, "", ctx->peer()},
+            in = std::move(in), reply]() mutable {
+             caf::anon_send(reg, report_atom::value, std::move(client),
+                            std::move(in), std::move(reply));
+           });
   return reactor;
+}
+
+void recover_service::dispatch(report_kind kind, std::function<void()> send) {
+  // An answer to a stop, a strategy or a switch may wait while a fault is
+  // still stopping other jobs; a new fault never does.
+  if (gate_ && kind != report_kind::process)
+    gate_->admit(std::move(send));
+  else
+    send();
 }
 
 namespace {

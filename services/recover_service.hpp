@@ -3,8 +3,12 @@
 #include <caf/actor_system.hpp>
 
 #include "actors/actors.hpp"
-#include "services/access.hpp"
+#include <functional>
+#include <memory>
+
 #include "recover.grpc.pb.h"
+#include "services/access.hpp"
+#include "services/report_gate.hpp"
 
 namespace recoverd {
 
@@ -20,9 +24,12 @@ public:
   /// @param directory Where reports find their job without asking the
   ///        registry; may be null (then every report goes through it).
   /// @param access Who may call what on the listener this instance serves.
+  /// @param gate Where agents' answers wait while a fault is still stopping
+  ///        other jobs; may be null (then they never wait).
   recover_service(caf::actor_system& sys, job_registry_actor registry,
                   size_t stream_buffer, job_directory_ptr directory = nullptr,
-                  access_settings access = {});
+                  access_settings access = {},
+                  std::shared_ptr<report_gate> gate = nullptr);
 
   grpc::ServerUnaryReactor* Init(grpc::CallbackServerContext* ctx,
                                  const ::ClientInfo* req,
@@ -101,11 +108,15 @@ private:
                                    const std::string& job_id, report_kind kind,
                                    flow_input in, ::Status* resp);
 
+  // Runs `send` (the report on its way to the job) now, or through the gate.
+  void dispatch(report_kind kind, std::function<void()> send);
+
   caf::actor_system& sys_;
   job_registry_actor registry_;
   size_t stream_buffer_;
   job_directory_ptr directory_;
   access_settings access_;
+  std::shared_ptr<report_gate> gate_;
 };
 
 } // namespace recoverd

@@ -12,12 +12,15 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <vector>
 
+#include <grpcpp/server_context.h>
 #include <grpcpp/support/server_callback.h>
 
 #include "actors/log.hpp"
 #include "actors/sink.hpp"
+#include "services/report_gate.hpp"
 #include "services/status_mapping.hpp"
 
 namespace recoverd {
@@ -44,15 +47,21 @@ public:
     Proto msg;
     convert_(x, msg);
     auto size = msg.ByteSizeLong();
-    std::lock_guard<std::mutex> guard{mtx_};
+    std::unique_lock<std::mutex> guard{mtx_};
     if (owner_ == nullptr || cancelled_ || finish_requested_)
       return false;
     if (queue_.size() >= limit_ || queued_bytes_ + size > byte_limit_) {
-      overflow_locked();
+      auto gone = overflow_locked();
+      guard.unlock();
+      settled(gone);
       return false;
     }
     queued_bytes_ += size;
     queue_.push_back(std::move(msg));
+    if (writes_) {
+      ++unwritten_;
+      writes_->pushed();
+    }
     pump_locked();
     return true;
   }
@@ -82,6 +91,13 @@ public:
     return closed_ || cancelled_;
   }
 
+  /// Counts this stream's messages in `gate` until they are written, so
+  /// that it knows when the stops it waits for are out. Set before the
+  /// first push.
+  void count_writes(std::shared_ptr<report_gate> gate) {
+    writes_ = std::move(gate);
+  }
+
   /// Messages waiting to be written.
   size_t queued() const {
     std::lock_guard<std::mutex> guard{mtx_};
@@ -101,32 +117,41 @@ public:
 
   /// A write completed.
   void write_done(bool ok) {
-    std::lock_guard<std::mutex> guard{mtx_};
+    std::unique_lock<std::mutex> guard{mtx_};
     writing_ = false;
     if (!ok)
       cancelled_ = true;
+    auto gone = unwritten_ > 0 ? size_t{1} : size_t{0};
+    unwritten_ -= gone;
     pump_locked();
+    guard.unlock();
+    settled(gone);
   }
 
   /// The client cancelled or went away.
   void cancel() {
-    std::lock_guard<std::mutex> guard{mtx_};
+    std::unique_lock<std::mutex> guard{mtx_};
     cancelled_ = true;
-    drop_queue_locked();
+    auto gone = drop_queue_locked();
     pump_locked();
+    guard.unlock();
+    settled(gone);
   }
 
   /// The RPC is over; runs the close hooks.
   void done() {
     std::vector<std::function<void()>> hooks;
+    size_t gone = 0;
     {
       std::lock_guard<std::mutex> guard{mtx_};
       owner_ = nullptr;
       call_ = nullptr;
       closed_ = true;
-      drop_queue_locked();
+      // Whatever is still counted will never be written.
+      gone = drop_queue_locked() + std::exchange(unwritten_, 0);
       hooks.swap(hooks_);
     }
+    settled(gone);
     for (auto& f : hooks)
       f();
   }
@@ -135,10 +160,11 @@ private:
   // The client reads too slowly: what is queued goes, the stream ends with
   // RESOURCE_EXHAUSTED. A write still in flight to a client that stopped
   // reading never completes, so the call is cancelled instead of waiting.
-  void overflow_locked() {
+  // Returns the counted messages it dropped.
+  size_t overflow_locked() {
     ES_WARN("stream overflowed with {} messages ({} bytes) queued; closing it",
             queue_.size(), queued_bytes_);
-    drop_queue_locked();
+    auto gone = drop_queue_locked();
     finish_requested_ = true;
     final_ = grpc::Status{grpc::StatusCode::RESOURCE_EXHAUSTED,
                           "stream consumer too slow: buffer of "
@@ -147,11 +173,24 @@ private:
     if (writing_ && call_ != nullptr)
       call_->TryCancel();
     pump_locked();
+    return gone;
   }
 
-  void drop_queue_locked() {
+  // Drops what waits to be written; returns how many of them were counted
+  // (and are no longer).
+  size_t drop_queue_locked() {
+    auto gone = std::min(unwritten_, queue_.size());
+    unwritten_ -= gone;
     std::deque<Proto>{}.swap(queue_);
     queued_bytes_ = 0;
+    return gone;
+  }
+
+  // Tells the gate that `n` counted messages are written or gone; called
+  // without the lock (the gate may release held reports from here).
+  void settled(size_t n) {
+    if (writes_ && n > 0)
+      writes_->written(n);
   }
 
   void pump_locked() {
@@ -187,6 +226,9 @@ private:
   bool closed_ = false;
   grpc::Status final_;
   std::vector<std::function<void()>> hooks_;
+  std::shared_ptr<report_gate> writes_;
+  // Counted messages queued or in flight.
+  size_t unwritten_ = 0;
 };
 
 /// The gRPC-facing end: a write reactor that deletes itself when done.
