@@ -107,6 +107,17 @@ recover_service::SubscribeProcessManageSignal(grpc::CallbackServerContext* ctx,
   return stream;
 }
 
+template <class Send>
+void recover_service::dispatch(report_kind kind, Send send) {
+  // An answer to a stop, a strategy or a switch may wait while a fault is
+  // still stopping other jobs; a new fault never does. The common case
+  // (no fault stopping jobs) wraps nothing.
+  if (gate_ && kind != report_kind::process && !gate_->quiet())
+    gate_->admit(std::function<void()>{std::move(send)});
+  else
+    send();
+}
+
 grpc::ServerUnaryReactor*
 recover_service::report(grpc::CallbackServerContext* ctx,
                         std::string_view method, const std::string& job_id,
@@ -156,15 +167,6 @@ recover_service::report(grpc::CallbackServerContext* ctx,
                             std::move(in), std::move(reply));
            });
   return reactor;
-}
-
-void recover_service::dispatch(report_kind kind, std::function<void()> send) {
-  // An answer to a stop, a strategy or a switch may wait while a fault is
-  // still stopping other jobs; a new fault never does.
-  if (gate_ && kind != report_kind::process)
-    gate_->admit(std::move(send));
-  else
-    send();
 }
 
 namespace {

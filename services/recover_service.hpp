@@ -109,7 +109,8 @@ private:
                                    flow_input in, ::Status* resp);
 
   // Runs `send` (the report on its way to the job) now, or through the gate.
-  void dispatch(report_kind kind, std::function<void()> send);
+  template <class Send>
+  void dispatch(report_kind kind, Send send);
 
   caf::actor_system& sys_;
   job_registry_actor registry_;

@@ -66,7 +66,7 @@ void report_gate::drained() {
 
 void report_gate::admit(std::function<void()> fn) {
   // The common case, no fault stopping jobs: no lock.
-  if (quiet_.load(std::memory_order_acquire)) {
+  if (quiet()) {
     fn();
     return;
   }

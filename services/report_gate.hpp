@@ -67,6 +67,12 @@ public:
       drained();
   }
 
+  /// Whether a report would go at once (no fault stopping jobs, nothing
+  /// held): callers may then skip `admit` and what it costs.
+  bool quiet() const {
+    return quiet_.load(std::memory_order_acquire);
+  }
+
   /// Reports held since the start, for metrics and tests.
   size_t held_total() const;
 
