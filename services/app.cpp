@@ -267,7 +267,8 @@ caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
   const auto& ui_access = split ? control_access : agent_access;
   // A fault's stops go out before the answers of the jobs it already
   // stopped (design §7).
-  auto gate = std::make_shared<report_gate>();
+  self->gate_ = std::make_shared<report_gate>();
+  const auto& gate = self->gate_;
   self->recover_ = std::make_unique<recover_service>(
     *self->sys_, self->registry_, buffer, self->directory_, agent_access, gate);
   if (split)
@@ -285,6 +286,7 @@ caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
   self->metrics_->set_connection_source(
     [raw = self.get()] { return raw->connections(); });
   self->metrics_->set_rate_limiter(self->limiter_);
+  self->metrics_->set_report_gate(self->gate_);
   // grpc.health.v1.Health (SERVING while the server runs) and reflection,
   // so grpcurl and load balancers work.
   grpc::EnableDefaultHealthCheckService(true);
@@ -520,6 +522,9 @@ void app::stop() {
   recover_.reset();
   control_recover_.reset();
   platform_.reset();
+  // A report still held goes to its job while the job is there.
+  if (gate_)
+    gate_->close();
   // Every actor is told to exit, and its handle is kept until all are done.
   // An actor whose last reference went with a pending delayed message (a
   // job's keep-alive, the registry's sweep) would be destroyed on CAF's

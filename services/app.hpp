@@ -35,6 +35,7 @@ class inspect_api;
 class inspect_service;
 class platform_service;
 class recover_service;
+class report_gate;
 class request_metrics;
 
 /// Everything the daemon is configured with.
@@ -228,6 +229,7 @@ private:
   std::unique_ptr<grpc_listener> control_listener_;
   std::unique_ptr<http_gateway> http_;
   std::shared_ptr<rate_limiter> limiter_;
+  std::shared_ptr<report_gate> gate_;
   int port_ = 0;
   int control_port_ = 0;
   replay_stats replayed_;

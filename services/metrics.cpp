@@ -349,8 +349,19 @@ void request_metrics::set_rate_limiter(std::shared_ptr<const rate_limiter> x) {
   limiter_ = std::move(x);
 }
 
+void request_metrics::set_report_gate(std::shared_ptr<const report_gate> x) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  gate_ = std::move(x);
+}
+
 void request_metrics::render(std::string& out) const {
   std::lock_guard<std::mutex> guard{mtx_};
+  if (gate_) {
+    family(out, "recoverd_reports_held_total", "counter",
+           "Agent reports held at the edge while a device fault was still "
+           "stopping other jobs (stops go first).");
+    sample(out, "recoverd_reports_held_total", {}, gate_->held_total());
+  }
   if (limiter_) {
     family(out, "recoverd_rate_limited_total", "counter",
            "Calls refused with RESOURCE_EXHAUSTED by a rate limit: a "

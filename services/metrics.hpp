@@ -20,6 +20,7 @@
 #include "actors/inspection.hpp"
 #include "services/listener.hpp"
 #include "services/rate_limit.hpp"
+#include "services/report_gate.hpp"
 
 namespace recoverd {
 
@@ -51,6 +52,9 @@ public:
   /// The limiter whose refusals /metrics counts.
   void set_rate_limiter(std::shared_ptr<const rate_limiter> x);
 
+  /// The gate whose held reports /metrics counts.
+  void set_report_gate(std::shared_ptr<const report_gate> x);
+
   /// Appends this object's series to `out`.
   void render(std::string& out) const;
 
@@ -70,6 +74,7 @@ private:
   size_t http_refused_ = 0;
   std::function<connection_figures()> connections_;
   std::shared_ptr<const rate_limiter> limiter_;
+  std::shared_ptr<const report_gate> gate_;
 };
 
 /// A server interceptor factory that records every call into `m`, which

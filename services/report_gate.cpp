@@ -15,12 +15,17 @@ report_gate::report_gate(std::chrono::milliseconds max_hold,
 }
 
 report_gate::~report_gate() {
+  close();
+}
+
+void report_gate::close() {
   std::unique_lock<std::mutex> guard{mtx_};
   stopping_ = true;
   settle_locked();
   cv_.notify_all();
   guard.unlock();
-  timer_.join();
+  if (timer_.joinable())
+    timer_.join();
   guard.lock();
   if (!held_.empty() && !releasing_)
     release(guard, "the daemon stops");
@@ -71,7 +76,7 @@ void report_gate::admit(std::function<void()> fn) {
     return;
   }
   std::unique_lock<std::mutex> guard{mtx_};
-  if (open_locked() && held_.empty()) {
+  if ((open_locked() && held_.empty()) || stopping_) {
     guard.unlock();
     fn();
     return;

@@ -38,8 +38,13 @@ public:
   explicit report_gate(std::chrono::milliseconds max_hold = default_max_hold,
                        std::chrono::milliseconds max_drain = default_max_drain);
 
-  /// Runs what is still held (its calls must finish) and joins the timer.
+  /// Calls `close`.
   ~report_gate();
+
+  /// Runs what is still held (its calls must finish), joins the timer, and
+  /// lets every later report pass at once. Before the actors it sends to
+  /// are gone.
+  void close();
 
   report_gate(const report_gate&) = delete;
   report_gate& operator=(const report_gate&) = delete;

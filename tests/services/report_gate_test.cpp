@@ -12,6 +12,7 @@
 
 #include "actors/model/types.hpp"
 #include "recover.pb.h"
+#include "services/metrics.hpp"
 #include "services/report_gate.hpp"
 #include "services/stream.hpp"
 
@@ -111,6 +112,29 @@ TEST_CASE("report gate: what is held when it goes is run, not dropped") {
     CHECK_FALSE(ran);
   }
   CHECK(ran);
+  MESSAGE("closed, it holds nothing, even while a fan-out runs");
+  report_gate gate{10s};
+  REQUIRE(gate.begin(5));
+  gate.admit([&] { ran = false; });
+  gate.close();
+  CHECK_FALSE(ran);
+  gate.admit([&] { ran = true; });
+  CHECK(ran);
+}
+
+TEST_CASE("report gate: /metrics counts the reports it held") {
+  auto gate = std::make_shared<report_gate>(10s);
+  request_metrics metrics;
+  metrics.set_report_gate(gate);
+  REQUIRE(gate->begin(3));
+  for (int i = 0; i < 3; ++i)
+    gate->admit([] {});
+  gate->end();
+  std::string page;
+  metrics.render(page);
+  CHECK(page.find("# TYPE recoverd_reports_held_total counter")
+        != std::string::npos);
+  CHECK(page.find("\nrecoverd_reports_held_total 3\n") != std::string::npos);
 }
 
 TEST_CASE("report gate: each caller's reports keep their order") {
