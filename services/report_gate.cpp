@@ -83,7 +83,7 @@ void report_gate::admit(std::function<void()> fn) {
   }
   held_.push_back({clock::now(), std::move(fn)});
   ++held_total_;
-  quiet_.store(false, std::memory_order_release);
+  settle_locked();
   if (open_locked())
     release(guard, "no fault is stopping jobs");
   else if (held_.size() == 1)

@@ -67,8 +67,10 @@ public:
   }
 
   /// `n` queued signals were written (or dropped with their stream).
+  /// Takes the lock only when a drain may wait for it (never while quiet).
   void written(size_t n = 1) {
-    if (n > 0 && unwritten_.fetch_sub(n, std::memory_order_acq_rel) == n)
+    if (n > 0 && unwritten_.fetch_sub(n, std::memory_order_acq_rel) == n
+        && !quiet())
       drained();
   }
 

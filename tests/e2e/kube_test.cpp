@@ -22,6 +22,7 @@
 
 #include "agent.hpp"
 #include "child_process.hpp"
+#include "fixtures/eventually.hpp"
 #include "fixtures/process.hpp"
 #include "fixtures/temp_dir.hpp"
 #include "platform.grpc.pb.h"
@@ -145,15 +146,10 @@ json device_info(const std::string& node, const std::string& code,
           {"data", {{"DeviceInfoCfg", cfg.dump()}}}};
 }
 
-bool eventually(const std::function<bool()>& ok,
-                std::chrono::milliseconds limit = 20s) {
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (ok())
-      return true;
-    std::this_thread::sleep_for(50ms);
-  }
-  return ok();
+// The cluster round trips of these tests take longer than the default.
+bool in_cluster_soon(const std::function<bool()>& ok,
+                     std::chrono::milliseconds limit = 20s) {
+  return recoverd::test::eventually(ok, limit, 50ms);
 }
 
 std::string read_file(const std::string& path) {
@@ -243,7 +239,7 @@ TEST_CASE("e2e kube: the adapter keeps recoverd in step with a (fake) "
   auto first = kube.call("POST", pod_path, pod(1, "node-b", "Running"));
   {
     INFO("adapter log:\n" << adapter_log());
-    REQUIRE(eventually([&] {
+    REQUIRE(in_cluster_soon([&] {
       auto st = job();
       return st.spec().pods_size() == 2 && st.spec().pods(1).running();
     }));
@@ -261,7 +257,7 @@ TEST_CASE("e2e kube: the adapter keeps recoverd in step with a (fake) "
   recoverd::agent::client agent{address, job_id};
   REQUIRE(agent.init_clusterd().code() == 0);
   agent.start_subscribe();
-  REQUIRE(eventually([&] { return job().subscribed(); }));
+  REQUIRE(in_cluster_soon([&] { return job().subscribed(); }));
   kube.call("POST", "/api/v1/namespaces/kube-system/configmaps",
             device_info("node-b", "80C98009", "RestartRequest"));
   std::string confirmed;
@@ -269,7 +265,7 @@ TEST_CASE("e2e kube: the adapter keeps recoverd in step with a (fake) "
   const std::string release_path
     = "/api/v1/namespaces/cluster-system/configmaps/fault-job-info";
   std::vector<std::string> seen;
-  bool done = eventually(
+  bool done = in_cluster_soon(
     [&] {
       if (auto sig = agent.next_signal(50ms)) {
         seen.push_back(sig->signaltype() + "/" + sig->changestrategy());
@@ -317,7 +313,7 @@ TEST_CASE("e2e kube: the adapter keeps recoverd in step with a (fake) "
   CHECK(story.find("preExitProcess/") != std::string::npos);
   MESSAGE("ProcessConfirmFault was written on the PodGroup: pod 1's ranks");
   CHECK(confirmed.find("3:1") != std::string::npos);
-  CHECK(eventually([&] {
+  CHECK(in_cluster_soon([&] {
     return kube.annotation(pg, "ProcessRecoverStatus") == "recover-success";
   }));
   MESSAGE("fault-job-info held the fault node's super-device ids and the "
@@ -327,17 +323,17 @@ TEST_CASE("e2e kube: the adapter keeps recoverd in step with a (fake) "
   CHECK(release["0"]["FaultNodes"].contains("node-b"));
   CHECK(release["0"]["NodeNames"] == json::array({"node-a"}));
   CHECK(release["0"]["JobId"] == job_id);
-  CHECK(eventually([&] {
+  CHECK(in_cluster_soon([&] {
     auto info = kube.get(release_path)["data"];
     return info.is_object() && !info.contains(job_id);
   }));
   MESSAGE("recoverd removed the confirm list at the end: so does the PodGroup");
-  CHECK(eventually(
+  CHECK(in_cluster_soon(
     [&] { return kube.annotation(pg, "ProcessConfirmFault") == "<absent>"; }));
   CHECK(kube.get(pg)["metadata"]["labels"]["process-recover-enable"] == "on");
   MESSAGE("the reset ConfigMap holds resetJson byte for byte");
   auto reset_path = "/api/v1/namespaces/train/configmaps/reset-config-llama";
-  CHECK(eventually([&] {
+  CHECK(in_cluster_soon([&] {
     return kube.get(reset_path)["data"]["reset.json"] == job().resetjson();
   }));
   auto reset = kube.get(reset_path);
@@ -349,7 +345,7 @@ TEST_CASE("e2e kube: the adapter keeps recoverd in step with a (fake) "
   MESSAGE("pod 1 is rescheduled: a new uid, not running yet");
   kube.call("DELETE", pod_path + "/llama-worker-1");
   auto second = kube.call("POST", pod_path, pod(1, "node-c", "Pending"));
-  REQUIRE(eventually([&] {
+  REQUIRE(in_cluster_soon([&] {
     auto s = job();
     return s.spec().pods_size() == 2
            && s.spec().pods(1).uid() == second["metadata"]["uid"]
@@ -361,11 +357,11 @@ TEST_CASE("e2e kube: the adapter keeps recoverd in step with a (fake) "
           "pause until the job runs again, then on");
   kube.call("PATCH", pg,
             {{"metadata", {{"annotations", {{"ProcessConfirmFault", "1:1"}}}}}});
-  REQUIRE(eventually([&] {
+  REQUIRE(in_cluster_soon([&] {
     return job().spec().annotations().count("ProcessConfirmFault") > 0;
   }));
   agent.report_process_fault({{"0", "1"}});
-  CHECK(eventually([&] {
+  CHECK(in_cluster_soon([&] {
     if (auto sig = agent.next_signal(50ms))
       if (sig->signaltype() == "stopTrain")
         agent.report_stop_complete(0);
@@ -374,13 +370,14 @@ TEST_CASE("e2e kube: the adapter keeps recoverd in step with a (fake) "
   }));
   kube.call("PATCH", pod_path + "/llama-worker-1",
             {{"status", {{"phase", "Running"}}}});
-  CHECK(eventually(
+  CHECK(in_cluster_soon(
     [&] {
       return kube.get(pg)["metadata"]["labels"]["process-recover-enable"]
              == "on";
     },
     30s));
-  CHECK(eventually([&] { return job().lastoutcome() == "job-level-fallback"; }));
+  CHECK(in_cluster_soon(
+    [&] { return job().lastoutcome() == "job-level-fallback"; }));
 
   MESSAGE("a watch broken by a compaction (410): the adapter lists again and "
           "loses no change");
@@ -390,7 +387,7 @@ TEST_CASE("e2e kube: the adapter keeps recoverd in step with a (fake) "
   kube.call("POST", "/fake/compact");
   kube.call("POST", "/fake/break");
   kube.call("POST", "/fake/resume");
-  CHECK(eventually([&] {
+  CHECK(in_cluster_soon([&] {
     auto a = job().spec().annotations();
     return a.count("RankTableReady") > 0 && a.at("RankTableReady") == "true";
   }));
@@ -400,11 +397,11 @@ TEST_CASE("e2e kube: the adapter keeps recoverd in step with a (fake) "
   MESSAGE("deleting the PodGroup deletes the job and clears the reset "
           "document");
   kube.call("DELETE", pg);
-  CHECK(eventually([&] {
+  CHECK(in_cluster_soon([&] {
     pb::JobStatus gone;
     return get_job(gone).error_code() == grpc::StatusCode::NOT_FOUND;
   }));
-  CHECK(eventually([&] {
+  CHECK(in_cluster_soon([&] {
     auto doc = json::parse(
       kube.get(reset_path)["data"]["reset.json"].get<std::string>());
     return doc["RankList"].empty() && doc["RestartFaultProcess"] == false;
@@ -418,7 +415,7 @@ TEST_CASE("e2e kube: the adapter keeps recoverd in step with a (fake) "
   kube.call("PATCH", node_a,
             {{"metadata", {{"annotations", {{"NodeHealthyStatus",
                                              "UnHealthy"}}}}}});
-  CHECK(eventually([&] {
+  CHECK(in_cluster_soon([&] {
     return kube.annotation(node_b, "NodeHealthyStatus") == "UnHealthy";
   }));
   {
@@ -431,7 +428,7 @@ TEST_CASE("e2e kube: the adapter keeps recoverd in step with a (fake) "
     REQUIRE_MESSAGE(st.ok(), st.error_message());
     CHECK(resp.noderegistry());
   }
-  CHECK(eventually([&] {
+  CHECK(in_cluster_soon([&] {
     return kube.annotation(node_b, "NodeHealthyStatus") == "<absent>";
   }));
   // Someone else's annotation on node-a stays.
@@ -447,7 +444,7 @@ TEST_CASE("e2e kube: the adapter keeps recoverd in step with a (fake) "
         {{"process-recover-enable", "on"}, {"subHealthyStrategy", "hotSwitch"}}},
        {"ownerReferences",
         json::array({{{"name", "hot"}, {"uid", "hot-uid"}, {"controller", true}}})}}}});
-  CHECK(eventually([&] {
+  CHECK(in_cluster_soon([&] {
     return read_file(dir / "kube.log").find("hot-uid (train/hot): PutJob refused")
            != std::string::npos;
   }));

@@ -18,12 +18,14 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "fixtures/eventually.hpp"
 #include "fixtures/service_fixture.hpp"
 #include "services/metrics.hpp"
 
 namespace {
 
 using namespace recoverd;
+using recoverd::test::eventually;
 using namespace std::chrono_literals;
 
 // A TCP connection to 127.0.0.1:`port` from the loopback address `from`.
@@ -55,17 +57,6 @@ bool closed_by_server(int fd, std::chrono::milliseconds within) {
     }
   }
   return false;
-}
-
-bool eventually(const std::function<bool()>& f,
-                std::chrono::milliseconds within = 5s) {
-  auto deadline = std::chrono::steady_clock::now() + within;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (f())
-      return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return f();
 }
 
 // A GetJob from a fresh channel (so a fresh connection) from 127.0.0.1.

@@ -5,12 +5,14 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "actors/model/types.hpp"
+#include "fixtures/eventually.hpp"
 #include "recover.pb.h"
 #include "services/metrics.hpp"
 #include "services/report_gate.hpp"
@@ -21,13 +23,9 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// Waits until `pred()` or 5 s have passed; returns `pred()`.
-template <class Pred>
-bool eventually(Pred pred) {
-  auto until = std::chrono::steady_clock::now() + 5s;
-  while (!pred() && std::chrono::steady_clock::now() < until)
-    std::this_thread::sleep_for(1ms);
-  return pred();
+// Polled often: the waits under test are tens of milliseconds.
+bool eventually(const std::function<bool()>& pred) {
+  return test::eventually(pred, 5s, 1ms);
 }
 
 // An agent signal stream that is never bound to a call: gRPC keeps its
