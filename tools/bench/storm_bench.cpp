@@ -31,6 +31,12 @@
 // machines, as in production. A second baseline, the fan-out's floor, is a
 // trivial server pushing one stopTrain to as many open streams, read the
 // way the storm's agents read.
+//
+// Storms back to back (200 ms apart) each find the memory the last one
+// freed still mapped and its threads and connections warm. A real storm
+// hits a daemon that has been idle for hours: --idle N leaves it idle N
+// seconds before each storm, so the figure includes what coming back from
+// idle costs.
 
 #include <algorithm>
 #include <atomic>
@@ -576,6 +582,7 @@ int main(int argc, char** argv) {
   bool no_sync = false;
   bool hold_stop = false;
   bool light = false;
+  double idle_s = 0;
   CLI::App cli{"storm_bench: one ReportDeviceFaults faulting every job -> "
                "all stopped, all recovered"};
   cli.set_version_flag("--version", std::string{"storm_bench "} + RECOVERD_VERSION);
@@ -599,6 +606,14 @@ int main(int argc, char** argv) {
                "agents answer stopTrain only once every agent has it (the "
                "daemon's stop fan-out without the agents' replies competing "
                "for the cores)");
+  cli
+    .add_option("--idle", idle_s,
+                "seconds the daemon is left idle before each storm (storms "
+                "in production hit a daemon that has been idle for long; "
+                "back to back, each storm finds the last one's memory and "
+                "connections warm)")
+    ->check(CLI::Range(0.0, 3600.0))
+    ->capture_default_str();
   CLI11_PARSE(cli, argc, argv);
   if (jobs == 0 || storms == 0 || ranks < devices_per_pod
       || ranks % devices_per_pod != 0) {
@@ -692,6 +707,8 @@ int main(int argc, char** argv) {
       x.reported = 0;
     }
     storm r;
+    if (idle_s > 0)
+      std::this_thread::sleep_for(std::chrono::duration<double>(idle_s));
     if (hold_stop) {
       stops.close();
       for (auto& x : lights)
@@ -757,14 +774,15 @@ int main(int argc, char** argv) {
     for (const auto& [name, n] : r.outcomes)
       outcomes += (outcomes.empty() ? "" : ", ") + name + " x"
                   + std::to_string(n);
-    std::printf("storm %zu%s: ReportDeviceFaults for %zu jobs returned after "
+    std::printf("storm %zu%s%s: ReportDeviceFaults for %zu jobs returned after "
                 "%.1f ms; stopTrain at the agents: first %.1f ms, p50 %.1f "
                 "ms, p90 %.1f ms, p99 %.1f ms, all %.1f ms (design target <= "
                 "100 ms), CPU used by then "
                 "%.0f ms (daemon and agents, %u cores); every status "
                 "report answered %.1f ms; every job back in INIT %.1f ms "
                 "(outcomes: %s)\n",
-                round + 1, hold_stop ? " (stops held)" : "", jobs, r.returned,
+                round + 1, hold_stop ? " (stops held)" : "",
+                idle_s > 0 ? " (after idling)" : "", jobs, r.returned,
                 r.first_stopped, r.stopped_p50, r.stopped_p90, r.stopped_p99,
                 r.all_stopped, r.cpu_to_stopped,
                 std::thread::hardware_concurrency(), r.all_reported, r.all_idle,
@@ -813,6 +831,12 @@ int main(int argc, char** argv) {
                           "fan-out alone)";
   else if (light)
     agents_are += ")";
+  if (idle_s > 0) {
+    char idle_text[64];
+    std::snprintf(idle_text, sizeof idle_text, ", each storm after %.0f s idle",
+                  idle_s);
+    agents_are += idle_text;
+  }
   std::printf("RESULT\tFault storm: one ReportDeviceFaults faulting %zu "
               "subscribed jobs -> every agent has stopTrain%s\t%.0f ms\t%.0f "
               "ms (%zu unary round trips to a trivial gRPC server; a trivial "
