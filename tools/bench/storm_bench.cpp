@@ -833,7 +833,7 @@ int main(int argc, char** argv) {
     agents_are += ")";
   if (idle_s > 0) {
     char idle_text[64];
-    std::snprintf(idle_text, sizeof idle_text, ", each storm after %.0f s idle",
+    std::snprintf(idle_text, sizeof idle_text, ", each storm after %g s idle",
                   idle_s);
     agents_are += idle_text;
   }
