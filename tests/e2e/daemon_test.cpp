@@ -169,8 +169,9 @@ TEST_CASE("e2e: the daemon's jemalloc keeps the pages it frees; "
   // jemalloc prints its options at exit when stats_print is set; the
   // daemon's own setting (services/malloc_conf.cpp) applies under it.
   auto opts = [](const std::string& conf) {
-    return run_command("MALLOC_CONF=" + conf + " " + daemon_bin + " --version")
-      .second;
+    return run_command("MALLOC_CONF=" + conf + " " + daemon_bin
+                       + " --version")
+        .second;
   };
   auto kept = opts("stats_print:true");
   auto decayed = opts("stats_print:true,dirty_decay_ms:10000");
