@@ -164,26 +164,6 @@ TEST_CASE("e2e: a second daemon on the same data directory or port fails at "
   CHECK(first.proc->running());
 }
 
-TEST_CASE("e2e: the daemon's jemalloc keeps the pages it frees; "
-          "MALLOC_CONF overrides that") {
-  // jemalloc prints its options at exit when stats_print is set; the
-  // daemon's own setting (services/malloc_conf.cpp) applies under it.
-  auto opts = [](const std::string& conf) {
-    return run_command("MALLOC_CONF=" + conf + " " + daemon_bin
-                       + " --version")
-        .second;
-  };
-  auto kept = opts("stats_print:true");
-  auto decayed = opts("stats_print:true,dirty_decay_ms:10000");
-  if (RECOVERD_JEMALLOC == 0) {
-    CHECK(kept.find("jemalloc statistics") == std::string::npos);
-    return;
-  }
-  CHECK(kept.find("opt.dirty_decay_ms: -1 ") != std::string::npos);
-  CHECK(decayed.find("opt.dirty_decay_ms: 10000 ") != std::string::npos);
-  CHECK(kept.find("recoverd ") != std::string::npos);
-}
-
 TEST_CASE("e2e: recoverctl exit codes and messages") {
   temp_dir dir;
   running_daemon d{dir};
