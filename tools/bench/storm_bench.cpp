@@ -93,6 +93,27 @@ double cpu_ms() {
   return ms(u.ru_utime) + ms(u.ru_stime);
 }
 
+/// Resident memory of the whole process, in MB (0 when unknown).
+double resident_mb() {
+  long pages = 0;
+  long resident = 0;
+  if (auto* f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2)
+      resident = 0;
+    std::fclose(f);
+  }
+  return static_cast<double>(resident) * static_cast<double>(::getpagesize())
+    / 1e6;
+}
+
+/// Minor page faults and context switches (voluntary + involuntary) of
+/// the whole process so far: what coming back from idle costs shows here.
+std::pair<long, long> faults_and_switches() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return {u.ru_minflt, u.ru_nvcsw + u.ru_nivcsw};
+}
+
 std::string job_name(size_t i) {
   return "storm-" + std::to_string(i);
 }
@@ -567,8 +588,11 @@ struct storm {
   double stopped_p99 = 0;
   double all_stopped = 0;
   double cpu_to_stopped = 0;
+  long faults_to_stopped = 0;
+  long switches_to_stopped = 0;
   double all_reported = 0;
   double all_idle = 0;
+  double resident_mb = 0;
   std::map<std::string, size_t> outcomes;
 };
 
@@ -578,6 +602,7 @@ int main(int argc, char** argv) {
   size_t jobs = 1000;
   size_t ranks = 16;
   size_t storms = 1;
+  size_t worker_threads = 0;
   size_t setup_threads = 16;
   bool no_sync = false;
   bool hold_stop = false;
@@ -614,6 +639,11 @@ int main(int argc, char** argv) {
                 "connections warm)")
     ->check(CLI::Range(0.0, 3600.0))
     ->capture_default_str();
+  cli
+    .add_option("--worker-threads", worker_threads,
+                "the daemon's actor worker threads (0: CAF's default, at "
+                "least 4)")
+    ->capture_default_str();
   CLI11_PARSE(cli, argc, argv);
   if (jobs == 0 || storms == 0 || ranks < devices_per_pod
       || ranks % devices_per_pod != 0) {
@@ -627,6 +657,7 @@ int main(int argc, char** argv) {
   app_options opts;
   opts.listen = "127.0.0.1:0";
   opts.data_dir = dir.string();
+  opts.worker_threads = worker_threads;
   opts.registry.max_jobs = std::max<size_t>(jobs, opts.registry.max_jobs);
   if (no_sync)
     opts.journal.sync = sync_policy::batch;
@@ -719,6 +750,7 @@ int main(int argc, char** argv) {
       return static_cast<double>(t - t0) / 1e6;
     };
     auto cpu0 = cpu_ms();
+    auto [faults0, switches0] = faults_and_switches();
     auto t0 = now_ns();
     report_device_faults(*platform, faulty);
     r.returned = ms_since(t0, now_ns());
@@ -732,6 +764,9 @@ int main(int argc, char** argv) {
     if (!wait_for(all(&stamps::stopped), 60s))
       die("not every agent got stopTrain within 60 s");
     r.cpu_to_stopped = cpu_ms() - cpu0;
+    auto [faults1, switches1] = faults_and_switches();
+    r.faults_to_stopped = faults1 - faults0;
+    r.switches_to_stopped = switches1 - switches0;
     stops.open();
     for (auto& x : lights)
       if (x)
@@ -761,6 +796,7 @@ int main(int argc, char** argv) {
           60s, 1ms))
       die("not every job was back in INIT within 60 s");
     r.all_idle = ms_since(t0, now_ns());
+    r.resident_mb = resident_mb();
     for (size_t i = 0; i < jobs; ++i) {
       pb::JobRef ref;
       ref.set_jobid(job_name(i));
@@ -778,15 +814,17 @@ int main(int argc, char** argv) {
                 "%.1f ms; stopTrain at the agents: first %.1f ms, p50 %.1f "
                 "ms, p90 %.1f ms, p99 %.1f ms, all %.1f ms (design target <= "
                 "100 ms), CPU used by then "
-                "%.0f ms (daemon and agents, %u cores); every status "
+                "%.0f ms (daemon and agents, %u cores; %ld page faults, %ld "
+                "context switches); every status "
                 "report answered %.1f ms; every job back in INIT %.1f ms "
-                "(outcomes: %s)\n",
+                "(outcomes: %s); resident %.0f MB (daemon and agents)\n",
                 round + 1, hold_stop ? " (stops held)" : "",
                 idle_s > 0 ? " (after idling)" : "", jobs, r.returned,
                 r.first_stopped, r.stopped_p50, r.stopped_p90, r.stopped_p99,
                 r.all_stopped, r.cpu_to_stopped,
-                std::thread::hardware_concurrency(), r.all_reported, r.all_idle,
-                outcomes.c_str());
+                std::thread::hardware_concurrency(), r.faults_to_stopped,
+                r.switches_to_stopped, r.all_reported, r.all_idle,
+                outcomes.c_str(), r.resident_mb);
     std::fflush(stdout);
     if (r.outcomes.size() != 1 || r.outcomes.count("(none)") > 0)
       die("not every job ended its flow the same way: " + outcomes);
@@ -802,6 +840,12 @@ int main(int argc, char** argv) {
     return percentile(xs, 0.5);
   };
   auto stopped = median(&storm::all_stopped);
+  // Memory that keeps growing from storm to storm is a leak or an allocator
+  // that does not reuse what it keeps: either shows here.
+  std::printf("resident memory after storm 1: %.0f MB; after storm %zu: "
+              "%.0f MB\n",
+              results.front().resident_mb, results.size(),
+              results.back().resident_mb);
   auto idle = median(&storm::all_idle);
   // Baseline: a stop is at least one message to each agent, a recovery at
   // least the agents' 3 reports and 3 signals: the same number of unary
