@@ -17,6 +17,7 @@ if [[ -n "${QUICK:-}" ]]; then
   recovery_256_args=(--jobs 100 --samples 50 --cycles 5 --reports 20)
   storm_args=(--jobs 100 --storms 1)
   storm_light_args=(--jobs 100 --storms 1)
+  storm_idle_args=(--jobs 100 --storms 1 --idle 1)
   startup_args=(--jobs 1000 --events 100000)
   memory_args=(--jobs 1000 --settle 2)
   step_args=(--large 2048 --min-seconds 0.2)
@@ -26,6 +27,7 @@ else
   recovery_256_args=()
   storm_args=(--storms 3)
   storm_light_args=(--storms 5)
+  storm_idle_args=(--storms 5 --idle 15)
   startup_args=()
   memory_args=()
   step_args=()
@@ -78,6 +80,12 @@ done
 for i in 1 2; do
   run "storm_bench-light-held-${i}" ./build/storm_bench --light-agents \
     --hold-stop "${storm_light_args[@]}"
+done
+# A real storm hits a daemon that has been idle: each storm (and the
+# round-trip baseline) after 15 s of idling.
+for i in 1 2; do
+  run "storm_bench-light-idle-${i}" ./build/storm_bench --light-agents \
+    "${storm_idle_args[@]}"
 done
 for i in 1 2; do
   run "step_bench-${i}" ./build/step_bench "${step_args[@]}"
@@ -154,6 +162,11 @@ run memory_bench ./build/memory_bench "${memory_args[@]}"
   echo "  closest this one machine comes to agents on other machines. The"
   echo "  baseline column also gives the fan-out's floor: a trivial server"
   echo "  pushing one stopTrain to as many open streams, read the same way."
+  echo "  The rows \"each storm after 15 s idle\" leave the daemon idle before"
+  echo "  each storm, and before the round-trip baseline, as a real storm finds"
+  echo "  it; back to back, each storm finds the last one's memory and threads"
+  echo "  warm. Each storm line of the raw output also gives the page faults and"
+  echo "  context switches of its stop window and the resident memory after it."
   echo "- Job size: the pure core alone (decide, encode every event, apply; no"
   echo "  actor, no journal), CPU time per step and encoded event bytes on a"
   echo "  16,384-rank job (2048 pods x 8) vs a 16-rank job: an absorbed"
