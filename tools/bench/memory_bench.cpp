@@ -20,7 +20,6 @@
 #include <condition_variable>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -38,6 +37,7 @@
 #include "platform.grpc.pb.h"
 #include "recover.grpc.pb.h"
 #include "services/app.hpp"
+#include "tools/bench/process_stats.hpp"
 
 using namespace recoverd;
 namespace pb = recoverd::platform::v1;
@@ -50,16 +50,6 @@ namespace {
 [[noreturn]] void die(const std::string& what) {
   std::fprintf(stderr, "memory_bench: %s\n", what.c_str());
   std::exit(1);
-}
-
-// Resident set size of this process in KiB.
-long rss_kib() {
-  std::ifstream f{"/proc/self/status"};
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("VmRSS:", 0) == 0)
-      return std::stol(line.substr(6));
-  return -1;
 }
 
 // -- the daemon's process -------------------------------------------------------
@@ -141,7 +131,7 @@ private:
       return 1;
     char c = 0;
     while (::read(in, &c, 1) == 1 && c != 'q')
-      if (c == 'r' && !say(std::to_string(rss_kib())))
+      if (c == 'r' && !say(std::to_string(bench::rss_kib())))
         return 1;
     (*daemon)->stop();
     return 0;

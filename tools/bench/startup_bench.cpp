@@ -35,7 +35,6 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -50,12 +49,13 @@
 #include <rocksdb/db.h>
 
 #include "actors/error.hpp"
-#include "actors/model/job_model.hpp"
 #include "actors/log.hpp"
+#include "actors/model/job_model.hpp"
 #include "platform.grpc.pb.h"
 #include "services/app.hpp"
 #include "storage/event_codec.hpp"
 #include "storage/event_log.hpp"
+#include "tools/bench/process_stats.hpp"
 
 using namespace recoverd;
 namespace fs = std::filesystem;
@@ -74,16 +74,6 @@ struct options {
 
 double seconds_since(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();
-}
-
-// Resident set size of this process in KiB.
-long rss_kib() {
-  std::ifstream f{"/proc/self/status"};
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("VmRSS:", 0) == 0)
-      return std::stol(line.substr(6));
-  return -1;
 }
 
 [[noreturn]] void die(const std::string& what) {
@@ -378,7 +368,7 @@ startup run_startup(const options& opts, const std::string& path,
   ao.dormant_start = dormant;
   ao.registry.max_jobs = std::max<size_t>(opts.jobs, 1);
   ao.registry.job.snapshot_every = opts.snapshot_every;
-  result.rss_before = rss_kib();
+  result.rss_before = bench::rss_kib();
   auto t0 = clock_type::now();
   auto daemon = app::start(ao);
   if (!daemon)
@@ -399,7 +389,7 @@ startup run_startup(const options& opts, const std::string& path,
     result.jobs = static_cast<size_t>(listed.jobs_size());
   }
   result.seconds = seconds_since(t0);
-  result.rss_after = rss_kib();
+  result.rss_after = bench::rss_kib();
   result.replay_ms = (*daemon)->replayed().millis;
   result.events = (*daemon)->replayed().events;
   result.dormant = (*daemon)->replayed().dormant;
@@ -424,7 +414,7 @@ startup run_startup(const options& opts, const std::string& path,
   if (touch) {
     result.first_touch_s = touch_all();
     result.second_touch_s = touch_all();
-    result.rss_touched = rss_kib();
+    result.rss_touched = bench::rss_kib();
   }
   (*daemon)->stop();
   return result;

@@ -62,6 +62,7 @@
 #include "process_manager.hpp"
 #include "services/app.hpp"
 #include "tools/bench/baseline.hpp"
+#include "tools/bench/process_stats.hpp"
 
 using namespace recoverd;
 using namespace recoverd::bench;
@@ -82,36 +83,23 @@ int64_t now_ns() {
   return clock_type::now().time_since_epoch().count();
 }
 
-// CPU time of the whole process (daemon and agents), user + system, in ms.
-double cpu_ms() {
+/// What the whole process (daemon and agents) has used so far.
+struct usage {
+  double cpu_ms = 0; ///< CPU time, user + system.
+  long faults = 0;   ///< Minor page faults.
+  long switches = 0; ///< Context switches, voluntary and involuntary.
+};
+
+/// Reads `usage` now: what coming back from idle costs shows in it.
+usage usage_now() {
   rusage u{};
   ::getrusage(RUSAGE_SELF, &u);
   auto ms = [](const timeval& t) {
     return static_cast<double>(t.tv_sec) * 1e3
            + static_cast<double>(t.tv_usec) / 1e3;
   };
-  return ms(u.ru_utime) + ms(u.ru_stime);
-}
-
-/// Resident memory of the whole process, in MB (0 when unknown).
-double resident_mb() {
-  long pages = 0;
-  long resident = 0;
-  if (auto* f = std::fopen("/proc/self/statm", "r")) {
-    if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2)
-      resident = 0;
-    std::fclose(f);
-  }
-  return static_cast<double>(resident) * static_cast<double>(::getpagesize())
-    / 1e6;
-}
-
-/// Minor page faults and context switches (voluntary + involuntary) of
-/// the whole process so far: what coming back from idle costs shows here.
-std::pair<long, long> faults_and_switches() {
-  rusage u{};
-  ::getrusage(RUSAGE_SELF, &u);
-  return {u.ru_minflt, u.ru_nvcsw + u.ru_nivcsw};
+  return {ms(u.ru_utime) + ms(u.ru_stime), u.ru_minflt,
+          u.ru_nvcsw + u.ru_nivcsw};
 }
 
 std::string job_name(size_t i) {
@@ -749,8 +737,7 @@ int main(int argc, char** argv) {
     auto ms_since = [](int64_t t0, int64_t t) {
       return static_cast<double>(t - t0) / 1e6;
     };
-    auto cpu0 = cpu_ms();
-    auto [faults0, switches0] = faults_and_switches();
+    auto used0 = usage_now();
     auto t0 = now_ns();
     report_device_faults(*platform, faulty);
     r.returned = ms_since(t0, now_ns());
@@ -763,10 +750,10 @@ int main(int argc, char** argv) {
     };
     if (!wait_for(all(&stamps::stopped), 60s))
       die("not every agent got stopTrain within 60 s");
-    r.cpu_to_stopped = cpu_ms() - cpu0;
-    auto [faults1, switches1] = faults_and_switches();
-    r.faults_to_stopped = faults1 - faults0;
-    r.switches_to_stopped = switches1 - switches0;
+    auto used1 = usage_now();
+    r.cpu_to_stopped = used1.cpu_ms - used0.cpu_ms;
+    r.faults_to_stopped = used1.faults - used0.faults;
+    r.switches_to_stopped = used1.switches - used0.switches;
     stops.open();
     for (auto& x : lights)
       if (x)
@@ -796,7 +783,7 @@ int main(int argc, char** argv) {
           60s, 1ms))
       die("not every job was back in INIT within 60 s");
     r.all_idle = ms_since(t0, now_ns());
-    r.resident_mb = resident_mb();
+    r.resident_mb = static_cast<double>(std::max(0L, rss_kib())) * 1024 / 1e6;
     for (size_t i = 0; i < jobs; ++i) {
       pb::JobRef ref;
       ref.set_jobid(job_name(i));
