@@ -9,6 +9,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh >/dev/null
 
+# A build that just ran leaves the cores busy for a while (and the 1-minute
+# load average says so): the first benchmarks wait for it, up to 3 minutes.
+waited=0
+load1() { cut -d' ' -f1 /proc/loadavg; }
+while [[ ${waited} -lt 180 ]] && awk -v l="$(load1)" 'BEGIN { exit !(l > 0.8) }'; do
+  sleep 5
+  waited=$((waited + 5))
+done
+load_at_start="$(cut -d' ' -f1-3 /proc/loadavg) (after ${waited} s waiting for a 1-minute load below 0.8)"
+echo "load average at the start: ${load_at_start}"
+
 out=$(mktemp -d)
 trap 'rm -rf "${out}"' EXIT
 if [[ -n "${QUICK:-}" ]]; then
@@ -109,7 +120,7 @@ run memory_bench ./build/memory_bench "${memory_args[@]}"
   echo "- memory: $(free -g | awk '/Mem:/ {print $2}') GiB"
   echo "- OS: $(. /etc/os-release && echo "${PRETTY_NAME}"), kernel $(uname -r)"
   echo "- disk of the data: $(df -h /tmp | awk 'NR==2 {print $1 " (" $2 ")"}')"
-  echo "- load average when the run began: $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "- load average when the run began: ${load_at_start}; when it ended: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo
   echo "## Figures"
   echo
