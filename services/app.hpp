@@ -84,7 +84,7 @@ struct app_options {
   registry_config registry;
   /// The fleet's node registry (its clock defaults to the jobs' clock).
   nodes_config nodes;
-  /// CAF worker threads; 0 = one per core.
+  /// CAF worker threads; 0: CAF's default (one per core, at least 4).
   size_t worker_threads = 0;
   /// The jobs as a standby kept them live (`--store etcd`): start from
   /// these instead of replaying the log. Null: replay.
