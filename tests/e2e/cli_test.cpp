@@ -50,6 +50,20 @@ TEST_CASE("e2e cli: storm_bench runs a small storm with each kind of agent") {
   }
 }
 
+TEST_CASE("e2e cli: storm_bench runs the daemon in a process of its own") {
+  auto [rc, out] = run_command(
+    build_dir() + "/storm_bench --jobs 20 --storms 2 --light-agents"
+    + " --daemon-process");
+  INFO(out);
+  CHECK(rc == 0);
+  CHECK(out.find("retry-success x20") != std::string::npos);
+  // The daemon's memory apart from the agents', after every storm.
+  CHECK(out.find("resident the daemon ") != std::string::npos);
+  CHECK(out.find("resident memory of the daemon's process after storm 1: ")
+        != std::string::npos);
+  CHECK(out.find("RESULT\tFault storm") != std::string::npos);
+}
+
 TEST_CASE("e2e cli: the waits recoverd does not implement are gone") {
   auto [rc, help] = run_command(std::string{RECOVERD_BIN} + " --help");
   REQUIRE(rc == 0);

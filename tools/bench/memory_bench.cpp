@@ -26,9 +26,6 @@
 #include <thread>
 #include <vector>
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <CLI/CLI.hpp>
 #include <grpcpp/grpcpp.h>
 
@@ -37,7 +34,7 @@
 #include "platform.grpc.pb.h"
 #include "recover.grpc.pb.h"
 #include "services/app.hpp"
-#include "tools/bench/process_stats.hpp"
+#include "tools/bench/daemon_process.hpp"
 
 using namespace recoverd;
 namespace pb = recoverd::platform::v1;
@@ -51,112 +48,6 @@ namespace {
   std::fprintf(stderr, "memory_bench: %s\n", what.c_str());
   std::exit(1);
 }
-
-// -- the daemon's process -------------------------------------------------------
-
-/// The daemon in a child process, driven over two pipes: it writes its port,
-/// then answers every 'r' with its VmRSS and stops at 'q'.
-class daemon_process {
-public:
-  daemon_process(const std::string& data_dir, size_t max_jobs) {
-    int up[2];
-    int down[2];
-    if (::pipe(up) != 0 || ::pipe(down) != 0)
-      die("pipe failed");
-    std::fflush(stdout);
-    pid_ = ::fork();
-    if (pid_ < 0)
-      die("fork failed");
-    if (pid_ == 0) {
-      ::close(up[0]);
-      ::close(down[1]);
-      ::_exit(serve(data_dir, max_jobs, down[0], up[1]));
-    }
-    ::close(up[1]);
-    ::close(down[0]);
-    from_ = up[0];
-    to_ = down[1];
-    port_ = std::stoi(read_line());
-  }
-
-  ~daemon_process() {
-    stop();
-  }
-
-  /// Stops the daemon and waits for its process. Idempotent.
-  void stop() {
-    if (pid_ <= 0)
-      return;
-    send('q');
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    ::close(from_);
-    ::close(to_);
-    pid_ = -1;
-  }
-
-  daemon_process(const daemon_process&) = delete;
-  daemon_process& operator=(const daemon_process&) = delete;
-
-  std::string address() const {
-    return "127.0.0.1:" + std::to_string(port_);
-  }
-
-  /// The daemon's VmRSS in KiB.
-  long rss() {
-    send('r');
-    return std::stol(read_line());
-  }
-
-private:
-  static int serve(const std::string& data_dir, size_t max_jobs, int in,
-                   int out) {
-    configure_logging("error", "text");
-    app_options opts;
-    opts.listen = "127.0.0.1:0";
-    opts.data_dir = data_dir;
-    opts.registry.max_jobs = std::max(max_jobs, opts.registry.max_jobs);
-    auto daemon = app::start(opts);
-    if (!daemon) {
-      std::fprintf(stderr, "memory_bench: %s\n",
-                   message_of(daemon.error()).c_str());
-      return 1;
-    }
-    auto say = [out](const std::string& line) {
-      auto text = line + "\n";
-      return ::write(out, text.data(), text.size())
-             == static_cast<ssize_t>(text.size());
-    };
-    if (!say(std::to_string((*daemon)->port())))
-      return 1;
-    char c = 0;
-    while (::read(in, &c, 1) == 1 && c != 'q')
-      if (c == 'r' && !say(std::to_string(bench::rss_kib())))
-        return 1;
-    (*daemon)->stop();
-    return 0;
-  }
-
-  void send(char c) {
-    if (::write(to_, &c, 1) != 1)
-      die("the daemon process is gone");
-  }
-
-  std::string read_line() {
-    std::string line;
-    char c = 0;
-    while (::read(from_, &c, 1) == 1 && c != '\n')
-      line.push_back(c);
-    if (line.empty())
-      die("the daemon process failed");
-    return line;
-  }
-
-  pid_t pid_ = -1;
-  int from_ = -1;
-  int to_ = -1;
-  int port_ = 0;
-};
 
 // -- the agents -----------------------------------------------------------------
 
@@ -294,8 +185,12 @@ int main(int argc, char** argv) {
   auto dir = fs::temp_directory_path()
              / ("memory-bench-" + std::to_string(::getpid()));
   fs::remove_all(dir);
+  app_options opts;
+  opts.listen = "127.0.0.1:0";
+  opts.data_dir = dir.string();
+  opts.registry.max_jobs = std::max(jobs, opts.registry.max_jobs);
   // Forked before this process starts any thread.
-  daemon_process daemon{dir.string(), jobs};
+  bench::daemon_process daemon{opts};
   std::this_thread::sleep_for(1s);
   auto empty = daemon.rss();
   std::printf("daemon started on an empty data directory: VmRSS %ld KiB\n",

@@ -53,7 +53,6 @@
 
 #include <CLI/CLI.hpp>
 #include <grpcpp/grpcpp.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include "actors/error.hpp"
@@ -62,7 +61,7 @@
 #include "process_manager.hpp"
 #include "services/app.hpp"
 #include "tools/bench/baseline.hpp"
-#include "tools/bench/process_stats.hpp"
+#include "tools/bench/daemon_process.hpp"
 
 using namespace recoverd;
 using namespace recoverd::bench;
@@ -81,25 +80,6 @@ constexpr size_t devices_per_pod = 8;
 
 int64_t now_ns() {
   return clock_type::now().time_since_epoch().count();
-}
-
-/// What the whole process (daemon and agents) has used so far.
-struct usage {
-  double cpu_ms = 0; ///< CPU time, user + system.
-  long faults = 0;   ///< Minor page faults.
-  long switches = 0; ///< Context switches, voluntary and involuntary.
-};
-
-/// Reads `usage` now: what coming back from idle costs shows in it.
-usage usage_now() {
-  rusage u{};
-  ::getrusage(RUSAGE_SELF, &u);
-  auto ms = [](const timeval& t) {
-    return static_cast<double>(t.tv_sec) * 1e3
-           + static_cast<double>(t.tv_usec) / 1e3;
-  };
-  return {ms(u.ru_utime) + ms(u.ru_stime), u.ru_minflt,
-          u.ru_nvcsw + u.ru_nivcsw};
 }
 
 std::string job_name(size_t i) {
@@ -581,6 +561,10 @@ struct storm {
   double all_reported = 0;
   double all_idle = 0;
   double resident_mb = 0;
+  /// The daemon's own, when it runs in a process of its own, and what its
+  /// allocator holds for live allocations (-1: not jemalloc).
+  double daemon_mb = 0;
+  double daemon_allocated_mb = -1;
   std::map<std::string, size_t> outcomes;
 };
 
@@ -595,7 +579,9 @@ int main(int argc, char** argv) {
   bool no_sync = false;
   bool hold_stop = false;
   bool light = false;
+  bool own_process = false;
   double idle_s = 0;
+  double report_wait_s = 0;
   CLI::App cli{"storm_bench: one ReportDeviceFaults faulting every job -> "
                "all stopped, all recovered"};
   cli.set_version_flag("--version", std::string{"storm_bench "} + RECOVERD_VERSION);
@@ -627,6 +613,18 @@ int main(int argc, char** argv) {
                 "connections warm)")
     ->check(CLI::Range(0.0, 3600.0))
     ->capture_default_str();
+  cli.add_flag("--daemon-process", own_process,
+               "the daemon in a child process of its own: its resident "
+               "memory is reported apart from the agents' (CPU, page faults "
+               "and context switches are the sum of both processes)");
+  cli
+    .add_option("--report-wait", report_wait_s,
+                "seconds a flow waits for an agent's report (0: the "
+                "daemon's default, 15 min); every wait arms a timer that "
+                "stays in memory until its deadline, so storms back to back "
+                "keep as many timers as that long a window holds")
+    ->check(CLI::Range(0.0, 3600.0))
+    ->capture_default_str();
   cli
     .add_option("--worker-threads", worker_threads,
                 "the daemon's actor worker threads (0: CAF's default, at "
@@ -639,7 +637,6 @@ int main(int argc, char** argv) {
                          "ranks a multiple of 8\n");
     return 2;
   }
-  configure_logging("error", "text");
   auto dir = std::filesystem::temp_directory_path()
              / ("storm-bench-" + std::to_string(::getpid()));
   app_options opts;
@@ -654,10 +651,35 @@ int main(int argc, char** argv) {
   w.fault_flush = w.resource_release = w.hccl_convergence = w.restart_all
     = 0ms;
   w.keepalive = 60s;
-  auto daemon = app::start(opts);
-  if (!daemon)
-    die(message_of(daemon.error()));
-  auto address = (*daemon)->address();
+  if (report_wait_s > 0) {
+    w.report
+      = std::chrono::milliseconds(static_cast<int64_t>(report_wait_s * 1000));
+    w.notify = std::min(w.notify, w.report);
+  }
+  // The child is forked before this process starts any thread.
+  std::unique_ptr<daemon_process> child;
+  if (own_process)
+    child = std::make_unique<daemon_process>(opts);
+  configure_logging("error", "text");
+  std::unique_ptr<app> in_process;
+  if (!child) {
+    auto daemon = app::start(opts);
+    if (!daemon)
+      die(message_of(daemon.error()));
+    in_process = std::move(*daemon);
+  }
+  auto address = child ? child->address() : in_process->address();
+  // What the daemon and the agents have used so far, in one process or two.
+  auto used_now = [&child] {
+    auto x = usage_now();
+    if (child) {
+      auto d = child->used();
+      x.cpu_ms += d.cpu_ms;
+      x.faults += d.faults;
+      x.switches += d.switches;
+    }
+    return x;
+  };
   auto platform = pb::Platform::NewStub(
     grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
 
@@ -737,7 +759,7 @@ int main(int argc, char** argv) {
     auto ms_since = [](int64_t t0, int64_t t) {
       return static_cast<double>(t - t0) / 1e6;
     };
-    auto used0 = usage_now();
+    auto used0 = used_now();
     auto t0 = now_ns();
     report_device_faults(*platform, faulty);
     r.returned = ms_since(t0, now_ns());
@@ -750,7 +772,7 @@ int main(int argc, char** argv) {
     };
     if (!wait_for(all(&stamps::stopped), 60s))
       die("not every agent got stopTrain within 60 s");
-    auto used1 = usage_now();
+    auto used1 = used_now();
     r.cpu_to_stopped = used1.cpu_ms - used0.cpu_ms;
     r.faults_to_stopped = used1.faults - used0.faults;
     r.switches_to_stopped = used1.switches - used0.switches;
@@ -784,6 +806,12 @@ int main(int argc, char** argv) {
       die("not every job was back in INIT within 60 s");
     r.all_idle = ms_since(t0, now_ns());
     r.resident_mb = static_cast<double>(std::max(0L, rss_kib())) * 1024 / 1e6;
+    if (child) {
+      r.daemon_mb
+        = static_cast<double>(std::max(0L, child->rss())) * 1024 / 1e6;
+      if (auto bytes = child->allocated(); bytes >= 0)
+        r.daemon_allocated_mb = static_cast<double>(bytes) / 1e6;
+    }
     for (size_t i = 0; i < jobs; ++i) {
       pb::JobRef ref;
       ref.set_jobid(job_name(i));
@@ -793,6 +821,15 @@ int main(int argc, char** argv) {
         die("GetJob failed");
       ++r.outcomes[st.lastoutcome().empty() ? "(none)" : st.lastoutcome()];
     }
+    char resident[128];
+    if (child)
+      std::snprintf(resident, sizeof resident,
+                    "the daemon %.0f MB (%.0f MB allocated), the agents %.0f "
+                    "MB",
+                    r.daemon_mb, r.daemon_allocated_mb, r.resident_mb);
+    else
+      std::snprintf(resident, sizeof resident, "%.0f MB (daemon and agents)",
+                    r.resident_mb);
     std::string outcomes;
     for (const auto& [name, n] : r.outcomes)
       outcomes += (outcomes.empty() ? "" : ", ") + name + " x"
@@ -804,14 +841,14 @@ int main(int argc, char** argv) {
                 "%.0f ms (daemon and agents, %u cores; %ld page faults, %ld "
                 "context switches); every status "
                 "report answered %.1f ms; every job back in INIT %.1f ms "
-                "(outcomes: %s); resident %.0f MB (daemon and agents)\n",
+                "(outcomes: %s); resident %s\n",
                 round + 1, hold_stop ? " (stops held)" : "",
                 idle_s > 0 ? " (after idling)" : "", jobs, r.returned,
                 r.first_stopped, r.stopped_p50, r.stopped_p90, r.stopped_p99,
                 r.all_stopped, r.cpu_to_stopped,
                 std::thread::hardware_concurrency(), r.faults_to_stopped,
                 r.switches_to_stopped, r.all_reported, r.all_idle,
-                outcomes.c_str(), r.resident_mb);
+                outcomes.c_str(), resident);
     std::fflush(stdout);
     if (r.outcomes.size() != 1 || r.outcomes.count("(none)") > 0)
       die("not every job ended its flow the same way: " + outcomes);
@@ -829,10 +866,18 @@ int main(int argc, char** argv) {
   auto stopped = median(&storm::all_stopped);
   // Memory that keeps growing from storm to storm is a leak or an allocator
   // that does not reuse what it keeps: either shows here.
-  std::printf("resident memory after storm 1: %.0f MB; after storm %zu: "
+  std::printf("resident memory%s after storm 1: %.0f MB; after storm %zu: "
               "%.0f MB\n",
+              child ? " of the agents' process" : "",
               results.front().resident_mb, results.size(),
               results.back().resident_mb);
+  if (child)
+    std::printf("resident memory of the daemon's process after storm 1: "
+                "%.0f MB (%.0f MB allocated); after storm %zu: %.0f MB (%.0f "
+                "MB allocated)\n",
+                results.front().daemon_mb, results.front().daemon_allocated_mb,
+                results.size(), results.back().daemon_mb,
+                results.back().daemon_allocated_mb);
   auto idle = median(&storm::all_idle);
   // Baseline: a stop is at least one message to each agent, a recovery at
   // least the agents' 3 reports and 3 signals: the same number of unary
@@ -901,7 +946,9 @@ int main(int argc, char** argv) {
       x->stop();
   lights.clear();
   agents.reset();
-  (*daemon)->stop();
+  if (in_process)
+    in_process->stop();
+  child.reset();
   std::filesystem::remove_all(dir);
   return 0;
 }
