@@ -4,6 +4,7 @@
 
 #include <caf/typed_event_based_actor.hpp>
 
+#include <algorithm>
 #include <random>
 
 #include "actors/error.hpp"
@@ -321,9 +322,7 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
     [=](put_atom, job_spec& spec, std::string& by) -> caf::result<put_result> {
       return put_job(self, std::move(spec), std::move(by));
     },
-    [=](delete_atom) -> caf::result<uint64_t> {
-      return remove_job(self, {});
-    },
+    [=](delete_atom) -> caf::result<uint64_t> { return remove_job(self, {}); },
     [=](delete_atom, std::string& by) -> caf::result<uint64_t> {
       return remove_job(self, std::move(by));
     },
@@ -356,7 +355,8 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
       return annotate(self, {std::move(set), std::move(remove), std::move(by)});
     },
     [=](annotate_atom, string_map& set, std::vector<std::string>& remove,
-        std::string& by, uint64_t expected_seq) -> caf::result<annotations_view> {
+        std::string& by,
+        uint64_t expected_seq) -> caf::result<annotations_view> {
       return annotate(self, {std::move(set), std::move(remove), std::move(by),
                              expected_seq});
     },
@@ -469,13 +469,18 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
       return rp;
     },
     [=](flowtimer_atom, int64_t deadline, flow_event event) {
-      const auto& rec = self->state.model.rec;
-      // A timer of a wait that is over is stale.
-      if (rec.flow.deadline_ms != deadline || rec.flow.deadline_event != event)
+      auto& st = self->state;
+      auto& due = st.timers_due;
+      if (auto i = std::find(due.begin(), due.end(), deadline); i != due.end())
+        due.erase(i);
+      const auto& rec = st.model.rec;
+      // A timer of a wait that is over arms the current wait's, which did
+      // not arm one while this was on its way.
+      if (rec.flow.deadline_ms != deadline
+          || rec.flow.deadline_event != event) {
+        arm_flow_timer(self);
         return;
-      // This was the armed timer; the wait that follows needs its own.
-      self->state.armed_deadline_ms = 0;
-      self->state.armed_event = flow_event::none;
+      }
       flow_input in;
       in.name = event;
       in.now_ms = deadline;

@@ -30,11 +30,11 @@ struct job_state {
   std::vector<om_sink_ptr> operators;
   /// Events since the last snapshot.
   uint64_t events_since_snapshot = 0;
-  /// The wait deadline a timer is armed for (0: none), so a step that
-  /// keeps the wait (a fault joining it) does not arm another.
-  int64_t armed_deadline_ms = 0;
-  /// The event the armed timer feeds.
-  flow_event armed_event = flow_event::none;
+  /// When the flow timers on their way are due (Unix ms). CAF cannot take
+  /// a delayed message back, so a timer stays in memory until it is due: a
+  /// wait whose deadline is later than one of these arms none, and the
+  /// timer that fires first arms the current wait's (see `arm_flow_timer`).
+  std::vector<int64_t> timers_due;
   /// Who caused the message being handled (an authenticated identity; empty
   /// for the daemon's own messages): the `by` of the events it commits.
   /// Set by every handler that commits; commits wait for durability with

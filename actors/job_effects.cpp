@@ -159,14 +159,18 @@ void feed_event(job_self self, flow_event name,
 void arm_flow_timer(job_self self) {
   auto& st = self->state;
   const auto& rec = st.model.rec;
-  if (rec.flow.deadline_ms <= 0
-      || (rec.flow.deadline_ms == st.armed_deadline_ms
-          && rec.flow.deadline_event == st.armed_event))
+  if (rec.flow.deadline_ms <= 0)
     return;
-  // Each timer is a message through the clock thread and back: one per
-  // wait, not one per step of it.
-  st.armed_deadline_ms = rec.flow.deadline_ms;
-  st.armed_event = rec.flow.deadline_event;
+  // Each timer is a message through the clock thread and back, and stays in
+  // memory until it is due, even when its wait ended long before (a wait
+  // for a report lasts 15 minutes): one due no later than this deadline
+  // arms this one when it fires. So a job has a timer or two on their way,
+  // not one per wait it went through.
+  auto& due = st.timers_due;
+  if (!due.empty()
+      && *std::min_element(due.begin(), due.end()) <= rec.flow.deadline_ms)
+    return;
+  due.push_back(rec.flow.deadline_ms);
   auto delay
     = std::max<int64_t>(0, rec.flow.deadline_ms - self->state.cfg.clock());
   self->delayed_send(self, std::chrono::milliseconds(delay),

@@ -351,9 +351,42 @@ TEST_CASE_FIXTURE(registry_fixture, "a fault joining a wait arms no second "
   auto status = request<job_status>(registry, get_atom::value, std::string{"j"});
   CHECK(status.recovery_state == waiting.recovery_state);
   CHECK(status.last_seq == waiting.last_seq + 3);
-  MESSAGE("the timer armed for the wait fires and moves the flow on");
-  fire_timers();
-  status = request<job_status>(registry, get_atom::value, std::string{"j"});
+  MESSAGE("the wait's timer fires and moves the flow on (the stop signal's "
+          "timer, due first, arms it when it fires)");
+  for (int i = 0; i < 2 && status.recovery_state == waiting.recovery_state;
+       ++i) {
+    fire_timers();
+    status = request<job_status>(registry, get_atom::value, std::string{"j"});
+  }
+  CHECK(status.recovery_state != waiting.recovery_state);
+}
+
+TEST_CASE_FIXTURE(registry_fixture,
+                  "flow timers do not pile up: waits that "
+                  "end before their deadline leave a timer "
+                  "on its way, not one each") {
+  auto agent = registered("j");
+  auto idle = sched.clock().schedule().size(); // the keep-alive
+  // Each flow waits for the stop signal to be read, then for stop-complete
+  // (15 minutes), and ends at once: the timers of both waits used to stay
+  // in memory until due.
+  for (int i = 0; i < 10; ++i) {
+    CHECK_FALSE(killed_flow("j", *agent).empty());
+    now += 1000;
+  }
+  CHECK(sched.clock().schedule().size() <= idle + 1);
+  MESSAGE("a later wait still ends at its deadline: the timer due first arms "
+          "it");
+  fault("j", *agent, {{"0", "1"}});
+  auto waiting
+    = request<job_status>(registry, get_atom::value, std::string{"j"});
+  CHECK(waiting.recovery_state != "INIT");
+  auto status = waiting;
+  for (int i = 0; i < 3 && status.recovery_state == waiting.recovery_state;
+       ++i) {
+    fire_timers();
+    status = request<job_status>(registry, get_atom::value, std::string{"j"});
+  }
   CHECK(status.recovery_state != waiting.recovery_state);
 }
 
