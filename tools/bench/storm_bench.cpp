@@ -37,6 +37,11 @@
 // hits a daemon that has been idle for hours: --idle N leaves it idle N
 // seconds before each storm, so the figure includes what coming back from
 // idle costs.
+//
+// With --daemon-process the daemon runs in a child process of its own
+// (tools/bench/daemon_process.hpp): each storm then gives the daemon's own
+// resident memory and jemalloc's live heap, which many storms in a row show
+// levelling off or growing.
 
 #include <algorithm>
 #include <atomic>
@@ -620,9 +625,9 @@ int main(int argc, char** argv) {
   cli
     .add_option("--report-wait", report_wait_s,
                 "seconds a flow waits for an agent's report (0: the "
-                "daemon's default, 15 min); every wait arms a timer that "
-                "stays in memory until its deadline, so storms back to back "
-                "keep as many timers as that long a window holds")
+                "daemon's default, 15 min); with --daemon-process, shows "
+                "whether what the daemon holds depends on how long its "
+                "waits last")
     ->check(CLI::Range(0.0, 3600.0))
     ->capture_default_str();
   cli
