@@ -322,7 +322,9 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
     [=](put_atom, job_spec& spec, std::string& by) -> caf::result<put_result> {
       return put_job(self, std::move(spec), std::move(by));
     },
-    [=](delete_atom) -> caf::result<uint64_t> { return remove_job(self, {}); },
+    [=](delete_atom) -> caf::result<uint64_t> {
+      return remove_job(self, {});
+    },
     [=](delete_atom, std::string& by) -> caf::result<uint64_t> {
       return remove_job(self, std::move(by));
     },
@@ -355,8 +357,7 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
       return annotate(self, {std::move(set), std::move(remove), std::move(by)});
     },
     [=](annotate_atom, string_map& set, std::vector<std::string>& remove,
-        std::string& by,
-        uint64_t expected_seq) -> caf::result<annotations_view> {
+        std::string& by, uint64_t expected_seq) -> caf::result<annotations_view> {
       return annotate(self, {std::move(set), std::move(remove), std::move(by),
                              expected_seq});
     },
