@@ -86,14 +86,16 @@ TEST_CASE("report gate: closed by fan-outs, opened by the last one's end") {
 }
 
 TEST_CASE("report gate: a report waits at most max_hold") {
-  report_gate gate{50ms};
+  // Long enough that a test thread the machine preempts between two lines
+  // does not see the wait over already.
+  report_gate gate{500ms};
   std::atomic<int> ran{0};
   REQUIRE(gate.begin(10));
   auto t0 = std::chrono::steady_clock::now();
   gate.admit([&] { ran = 1; });
   CHECK(ran == 0);
   REQUIRE(eventually([&] { return ran == 1; }));
-  CHECK(std::chrono::steady_clock::now() - t0 >= 50ms);
+  CHECK(std::chrono::steady_clock::now() - t0 >= 500ms);
   MESSAGE("the fan-out still runs: the next report waits its own turn");
   gate.admit([&] { ran = 2; });
   CHECK(ran == 1);
@@ -206,7 +208,7 @@ TEST_CASE("report gate: after the fan-out it waits for the stops to be "
 
 TEST_CASE("report gate: an agent that never reads holds it at most "
           "max_drain") {
-  auto gate = std::make_shared<report_gate>(10s, 30ms);
+  auto gate = std::make_shared<report_gate>(10s, 500ms);
   auto* a = new_stream(gate);
   REQUIRE(gate->begin(2));
   REQUIRE(a->sink()->push(stop_train()));
@@ -216,7 +218,7 @@ TEST_CASE("report gate: an agent that never reads holds it at most "
   gate->end();
   CHECK(ran == 0);
   REQUIRE(eventually([&] { return ran == 1; }));
-  CHECK(std::chrono::steady_clock::now() - t0 >= 30ms);
+  CHECK(std::chrono::steady_clock::now() - t0 >= 500ms);
   MESSAGE("the drain is over: reports go at once again");
   gate->admit([&] { ran = 2; });
   CHECK(ran == 2);
