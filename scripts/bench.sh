@@ -29,6 +29,7 @@ if [[ -n "${QUICK:-}" ]]; then
   storm_args=(--jobs 100 --storms 1)
   storm_light_args=(--jobs 100 --storms 1)
   storm_idle_args=(--jobs 100 --storms 1 --idle 1)
+  storm_soak_args=(--jobs 100 --storms 4)
   startup_args=(--jobs 1000 --events 100000)
   memory_args=(--jobs 1000 --settle 2)
   step_args=(--large 2048 --min-seconds 0.2)
@@ -39,6 +40,7 @@ else
   storm_args=(--storms 3)
   storm_light_args=(--storms 5)
   storm_idle_args=(--storms 5 --idle 15)
+  storm_soak_args=(--storms 20)
   startup_args=()
   memory_args=()
   step_args=()
@@ -98,6 +100,13 @@ for i in 1 2; do
   run "storm_bench-light-idle-${i}" ./build/storm_bench --light-agents \
     "${storm_idle_args[@]}"
 done
+# Storm after storm with the daemon in a process of its own: its live heap
+# must level off (only the soak row is taken from these; their storms are
+# as the light rows above).
+for i in 1 2; do
+  run "storm_bench-soak-${i}" ./build/storm_bench --light-agents \
+    --daemon-process "${storm_soak_args[@]}"
+done
 for i in 1 2; do
   run "step_bench-${i}" ./build/step_bench "${step_args[@]}"
 done
@@ -128,7 +137,9 @@ run memory_bench ./build/memory_bench "${memory_args[@]}"
   echo "|---|---|---|---|---|"
   for f in "${out}"/*.txt; do
     run_of=$(basename "${f}" .txt | sed -n 's/.*-\([0-9]\)$/ (run \1)/p')
-    { grep '^RESULT' "${f}" || true; } | while IFS=$'\t' read -r _ figure ours base ratio target; do
+    rows='^RESULT'
+    [[ "${f}" == *-soak-* ]] && rows=$'^RESULT\tSoak'
+    { grep "${rows}" "${f}" || true; } | while IFS=$'\t' read -r _ figure ours base ratio target; do
       echo "| ${figure}${run_of} | ${ours} | ${base} | ${ratio} | ${target} |"
     done
   done
@@ -178,6 +189,11 @@ run memory_bench ./build/memory_bench "${memory_args[@]}"
   echo "  it; back to back, each storm finds the last one's memory and threads"
   echo "  warm. Each storm line of the raw output also gives the page faults and"
   echo "  context switches of its stop window and the resident memory after it."
+  echo "- Soak: 20 light-agent storms back to back on 1,000 jobs with the"
+  echo "  daemon in a process of its own (storm_bench --daemon-process); its"
+  echo "  live heap (jemalloc's allocated bytes) after each storm, the median of"
+  echo "  the last ten against the median of the first ten. A kilobyte per job"
+  echo "  and storm kept would show as about +1 MB per storm."
   echo "- Job size: the pure core alone (decide, encode every event, apply; no"
   echo "  actor, no journal), CPU time per step and encoded event bytes on a"
   echo "  16,384-rank job (2048 pods x 8) vs a 16-rank job: an absorbed"

@@ -883,6 +883,28 @@ int main(int argc, char** argv) {
                 results.front().daemon_mb, results.front().daemon_allocated_mb,
                 results.size(), results.back().daemon_mb,
                 results.back().daemon_allocated_mb);
+  // A soak: storm after storm, the daemon's live heap must level off. The
+  // later half's median against the earlier half's; a leak of a kilobyte
+  // per job and storm would add a megabyte per storm on 1,000 jobs.
+  if (child && results.size() >= 4) {
+    bool heap = results.front().daemon_allocated_mb >= 0;
+    auto half_median = [&](size_t from, size_t to) {
+      std::vector<double> xs;
+      for (size_t i = from; i < to; ++i)
+        xs.push_back(heap ? results[i].daemon_allocated_mb
+                          : results[i].daemon_mb);
+      return percentile(xs, 0.5);
+    };
+    auto half = results.size() / 2;
+    auto early = half_median(0, half);
+    auto late = half_median(half, results.size());
+    std::printf("RESULT\tSoak: %zu fault storms back to back on %zu jobs, "
+                "the daemon's %s, median of storms %zu-%zu\t%.0f MB\t%.0f "
+                "MB (storms 1-%zu)\t%.2f\tlevels off (about 1)\n",
+                results.size(), jobs,
+                heap ? "live heap (jemalloc allocated)" : "resident memory",
+                half + 1, results.size(), late, early, half, late / early);
+  }
   auto idle = median(&storm::all_idle);
   // Baseline: a stop is at least one message to each agent, a recovery at
   // least the agents' 3 reports and 3 signals: the same number of unary
