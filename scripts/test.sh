@@ -23,11 +23,12 @@ counts() {
 }
 
 # Each failed check under its test case's name, with the lines doctest
-# indents below it (values, logged messages).
+# indents below it (values, logged messages). doctest's own lines start
+# with the check's file and line, which a daemon's log line does not.
 failures() {
   awk -v suite="$1" '
     /^TEST CASE:/ { tc = $0; shown = 0; more = 0; next }
-    /: (FATAL )?ERROR: / {
+    /^[^ ]+:[0-9]+: (FATAL )?ERROR: / {
       if (!shown) { print suite ": " tc; shown = 1 }
       print; more = 4; next
     }
@@ -62,7 +63,7 @@ for suite in build/tests/recoverd_tests build/tests/recoverd_e2e_tests; do
   # timing failure should be seen, not block every change behind it.
   mapfile -t names < <(awk '
     /^TEST CASE:/ { tc = substr($0, 13); next }
-    /: (FATAL )?ERROR: / && !(tc in seen) { seen[tc] = 1; print tc }' \
+    /^[^ ]+:[0-9]+: (FATAL )?ERROR: / && !(tc in seen) { seen[tc] = 1; print tc }' \
     "${log}")
   for name in "${names[@]}"; do
     # doctest splits filters at commas; "?" matches any one character.
