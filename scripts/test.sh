@@ -7,7 +7,6 @@ bash scripts/build.sh || { echo "0 passed, 1 failed"; exit 1; }
 
 passed=0
 failed=0
-status=0
 # What failed, repeated at the end: a CI shows only the tail of the output.
 summary=$(mktemp)
 trap 'rm -f "${summary}"' EXIT
@@ -44,7 +43,6 @@ for suite in build/tests/recoverd_tests build/tests/recoverd_e2e_tests; do
   if ! mapfile -t pf < <(counts "${log}") || [[ ${#pf[@]} -ne 2 ]]; then
     # The suite died before its summary: count it as one failure.
     failed=$((failed + 1))
-    status=1
     { echo "${suite} died before its summary; its last lines:"
       tail -n 20 "${log}"; } >>"${summary}"
     rm -f "${log}"
@@ -93,6 +91,5 @@ if [[ -s "${summary}" ]]; then
   echo "== what failed"
   cat "${summary}"
 fi
-[[ ${failed} -eq 0 ]] || status=1
 echo "${passed} passed, ${failed} failed"
-exit ${status}
+[[ ${failed} -eq 0 ]]

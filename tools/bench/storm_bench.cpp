@@ -884,10 +884,10 @@ int main(int argc, char** argv) {
                 results.size(), results.back().daemon_mb,
                 results.back().daemon_allocated_mb);
   // A soak: storm after storm, the daemon's live heap must level off. It
-  // rises and falls from storm to storm (what jemalloc's threads cache and
-  // when the decay returns it), so the highest of the later half is set
-  // against the highest of the earlier half: a leak of a kilobyte per job
-  // and storm would add a megabyte per storm on 1,000 jobs.
+  // rises and falls by 15-20 MB over a few storms (RocksDB's memtables fill
+  // and are flushed), so the highest of the later half is set against the
+  // highest of the earlier half: a leak of a kilobyte per job and storm
+  // would add a megabyte per storm on 1,000 jobs.
   if (child && results.size() >= 4) {
     bool heap = results.front().daemon_allocated_mb >= 0;
     auto highest = [&](size_t from, size_t to) {
