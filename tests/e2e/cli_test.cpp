@@ -50,6 +50,24 @@ TEST_CASE("e2e cli: storm_bench runs a small storm with each kind of agent") {
   }
 }
 
+TEST_CASE("e2e cli: recovery_bench compares reports with the same calls") {
+  // The full runs belong to scripts/bench.sh; a small one shows the report
+  // figure runs to the end against its baselines.
+  auto [rc, out] = run_command(
+    build_dir() + "/recovery_bench --jobs 8 --samples 5 --cycles 1"
+    + " --reports 6 --report-concurrency 4 --rounds 2");
+  INFO(out);
+  CHECK(rc == 0);
+  CHECK(out.find("RESULT\tReports: durable report RPCs/s (4 jobs of 16 "
+                 "ranks at once)")
+        != std::string::npos);
+  CHECK(out.find("(the same calls to a trivial gRPC server)")
+        != std::string::npos);
+  CHECK(out.find("bare HealthCheck round trips to the trivial server")
+        != std::string::npos);
+  CHECK(out.find("CPU per call") != std::string::npos);
+}
+
 TEST_CASE("e2e cli: storm_bench runs the daemon in a process of its own") {
   auto [rc, out] = run_command(
     build_dir() + "/storm_bench --jobs 20 --storms 2 --light-agents"

@@ -18,11 +18,23 @@
 
 namespace recoverd::bench {
 
-/// The trivial server of the baseline: HealthCheck answers at once.
+/// The trivial server of the baseline: HealthCheck and ReportProcessFault
+/// answer at once (code 0), on the thread that read the call.
 class echo_service final : public ::Recover::CallbackService {
   grpc::ServerUnaryReactor* HealthCheck(grpc::CallbackServerContext* ctx,
                                         const ::ClientInfo*,
                                         ::Status* resp) override {
+    return answer(ctx, resp);
+  }
+
+  grpc::ServerUnaryReactor*
+  ReportProcessFault(grpc::CallbackServerContext* ctx,
+                     const ::ProcessFaultRequest*, ::Status* resp) override {
+    return answer(ctx, resp);
+  }
+
+  static grpc::ServerUnaryReactor* answer(grpc::CallbackServerContext* ctx,
+                                          ::Status* resp) {
     resp->set_code(0);
     auto* r = ctx->DefaultReactor();
     r->Finish(grpc::Status::OK);
