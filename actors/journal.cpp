@@ -269,6 +269,12 @@ component_status status_of(const journal_state& st, status_verbosity v) {
     result.counters["purgedEvents"] = x.purged_events;
     result.counters["purgedLiveEvents"] = x.purged_live_events;
     result.counters["keptIncidents"] = x.kept_incidents;
+    // What the log holds in memory, against the bounds it was opened with.
+    auto m = st.log->memory();
+    result.counters["blockCacheBytes"] = m.block_cache;
+    result.counters["blockCacheCapacity"] = m.block_cache_capacity;
+    result.counters["tableReaderBytes"] = m.table_readers;
+    result.counters["memtableBytes"] = m.memtables;
   }
   return result;
 }

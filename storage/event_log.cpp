@@ -8,8 +8,11 @@
 
 #include <sys/statvfs.h>
 
+#include <rocksdb/cache.h>
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
+#include <rocksdb/table.h>
+#include <rocksdb/write_buffer_manager.h>
 #include <rocksdb/write_batch.h>
 
 #include "actors/error.hpp"
@@ -141,6 +144,22 @@ event_log::open(const event_log_options& opts) {
   cf_opts.write_buffer_size = opts.write_buffer_size > 0
                                 ? opts.write_buffer_size
                                 : size_t{16} << 20;
+  // Memory bounded for a daemon that runs for months: by default each of
+  // the 9 column families would get a block cache of its own (8 MB each),
+  // every table's index and filter blocks would live outside any cache
+  // (growing with the log), and each family would keep memtables of its
+  // own. One cache for all, index and filters charged to it (those of
+  // level-0 tables pinned, as they are read most), and one budget for every
+  // memtable.
+  rocksdb::BlockBasedTableOptions table_opts;
+  p->block_cache = rocksdb::NewLRUCache(
+    opts.block_cache_bytes > 0 ? opts.block_cache_bytes : size_t{32} << 20);
+  table_opts.block_cache = p->block_cache;
+  table_opts.cache_index_and_filter_blocks = true;
+  table_opts.pin_l0_filter_and_index_blocks_in_cache = true;
+  cf_opts.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table_opts));
+  db_opts.write_buffer_manager = std::make_shared<rocksdb::WriteBufferManager>(
+    opts.memtable_bytes > 0 ? opts.memtable_bytes : size_t{64} << 20);
   if (opts.read_only && !std::filesystem::exists(opts.path))
     return make_error(errc::storage_failure,
                       "no event log in " + opts.path + " (no such directory)");
@@ -525,6 +544,32 @@ uint64_t event_log::incarnation() const {
 
 const std::string& event_log::path() const {
   return impl_->opts.path;
+}
+
+log_memory event_log::memory() const {
+  log_memory result;
+  auto& db = *impl_->db;
+  auto sum = [&](const std::string& property) {
+    uint64_t total = 0;
+    for (auto* h : impl_->handles) {
+      uint64_t x = 0;
+      if (h != nullptr && db.GetIntProperty(h, property, &x))
+        total += x;
+    }
+    return total;
+  };
+  result.block_cache = impl_->block_cache->GetUsage();
+  result.block_cache_capacity = impl_->block_cache->GetCapacity();
+  result.table_readers = sum(rocksdb::DB::Properties::kEstimateTableReadersMem);
+  result.memtables = sum(rocksdb::DB::Properties::kCurSizeAllMemTables);
+  for (auto* h : impl_->handles) {
+    uint64_t x = 0;
+    if (h != nullptr
+        && db.GetIntProperty(h, rocksdb::DB::Properties::kBlockCacheCapacity,
+                             &x))
+      result.family_caches.push_back(x);
+  }
+  return result;
 }
 
 caf::expected<bool> event_log::discard(const std::string& job_id,

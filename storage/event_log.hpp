@@ -31,12 +31,34 @@ struct event_log_options {
   bool read_only = false;
   /// RocksDB memtable size in bytes; 0 means 16 MB.
   size_t write_buffer_size = 0;
+  /// RocksDB's block cache, one for every column family, with the tables'
+  /// index and filter blocks charged to it: what reading the log keeps in
+  /// memory stays within this however large the log grows. 0 means 32 MB.
+  size_t block_cache_bytes = 0;
+  /// Every memtable together: past it RocksDB flushes the largest. 0 means
+  /// 64 MB.
+  size_t memtable_bytes = 0;
   /// Appends are refused while the file system of `path` has less free
   /// space than this (plus the append), so that RocksDB itself never runs
   /// out of space: Debian's RocksDB is built with assertions, and a WAL
   /// write failing with ENOSPC aborts the process inside `Write`. The room
   /// is for memtable flushes and a new WAL. 0: no check.
   uint64_t min_free_bytes = uint64_t{64} << 20;
+};
+
+/// What the log holds in memory now (RocksDB's own figures).
+struct log_memory {
+  /// Bytes in the shared block cache (data, index and filter blocks).
+  uint64_t block_cache = 0;
+  /// Its capacity.
+  uint64_t block_cache_capacity = 0;
+  /// Bytes the open tables hold outside the block cache.
+  uint64_t table_readers = 0;
+  /// Bytes in memtables, active and awaiting their flush.
+  uint64_t memtables = 0;
+  /// The capacity of the block cache each open column family reads
+  /// through (the shared one's, for every family).
+  std::vector<uint64_t> family_caches;
 };
 
 /// One stored event of a job.
@@ -199,6 +221,9 @@ public:
 
   /// Directory of the database.
   const std::string& path() const;
+
+  /// What the log holds in memory now.
+  log_memory memory() const;
 
   /// After a failed write: asks RocksDB to leave its error state (it flushes
   /// the memtables and starts a new WAL), so that a transient failure (a

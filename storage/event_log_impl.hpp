@@ -71,6 +71,7 @@ struct event_log::impl {
   std::unique_ptr<rocksdb::DB> db;
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::WriteOptions write_opts;
+  std::shared_ptr<rocksdb::Cache> block_cache;
   uint64_t last_position = 0;
   uint64_t incarnation = 0;
   std::mutex fault_mtx;

@@ -220,6 +220,9 @@ TEST_CASE_FIXTURE(status_fixture,
         == std::vector<std::string>{"job_registry", "journal", "event_hub",
                                     "inspector", "job/a", "job/b"});
   CHECK(xs[1].counters.count("maxBatch") == 1);
+  // The log's memory against its bound (32 MB of block cache by default).
+  CHECK(xs[1].counters["blockCacheCapacity"] == uint64_t{32} << 20);
+  CHECK(xs[1].counters.count("memtableBytes") == 1);
   MESSAGE("a job that is not live, or a bad id, is an error");
   q = status_query{};
   q.job_id = "missing";

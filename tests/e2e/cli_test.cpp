@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "fixtures/process.hpp"
 #include "fixtures/temp_dir.hpp"
@@ -70,7 +71,7 @@ TEST_CASE("e2e cli: recovery_bench compares reports with the same calls") {
 
 TEST_CASE("e2e cli: storm_bench runs the daemon in a process of its own") {
   auto [rc, out] = run_command(
-    build_dir() + "/storm_bench --jobs 20 --storms 2 --light-agents"
+    build_dir() + "/storm_bench --jobs 20 --storms 4 --light-agents"
     + " --daemon-process");
   INFO(out);
   CHECK(rc == 0);
@@ -80,6 +81,26 @@ TEST_CASE("e2e cli: storm_bench runs the daemon in a process of its own") {
   CHECK(out.find("resident memory of the daemon's process after storm 1: ")
         != std::string::npos);
   CHECK(out.find("RESULT\tFault storm") != std::string::npos);
+  // Four storms or more give the soak row: the live heap after the later
+  // half against the earlier half's, in a well-formed ratio.
+  auto soak = out.find("RESULT\tSoak: 4 fault storms back to back on 20 "
+                       "jobs, the daemon's live heap (jemalloc allocated), "
+                       "highest after storms 3-4\t");
+  REQUIRE(soak != std::string::npos);
+  auto line = out.substr(soak, out.find('\n', soak) - soak);
+  std::vector<std::string> cols;
+  for (size_t at = 0;;) {
+    auto tab = line.find('\t', at);
+    cols.push_back(line.substr(at, tab - at));
+    if (tab == std::string::npos)
+      break;
+    at = tab + 1;
+  }
+  REQUIRE(cols.size() == 6);
+  CHECK(cols[3].find("MB (storms 1-2)") != std::string::npos);
+  auto ratio = std::stod(cols[4]);
+  CHECK(ratio > 0.5);
+  CHECK(ratio < 2.0);
 }
 
 TEST_CASE("e2e cli: the waits recoverd does not implement are gone") {

@@ -843,3 +843,51 @@ TEST_CASE("digests round-trip through the codec; a job with a timed flow wait "
   state.exists = false;
   CHECK_FALSE(digest_record_of(state));
 }
+
+TEST_CASE("what the log keeps in memory stays within its bounds") {
+  // Many small tables: index and filter blocks are charged to the one
+  // block cache, which every family shares, so reading a log many times
+  // the cache's size keeps the cache within its capacity and the tables'
+  // own memory small.
+  test::temp_dir dir;
+  event_log_options opts;
+  opts.path = dir / "db";
+  opts.sync = false;
+  opts.write_buffer_size = 64 * 1024;
+  opts.block_cache_bytes = 256 * 1024;
+  opts.memtable_bytes = 1024 * 1024;
+  auto log = event_log::open(opts);
+  REQUIRE(log);
+  auto& l = **log;
+  CHECK(l.memory().block_cache_capacity == 256 * 1024);
+  const std::string body(200, 'x');
+  uint64_t written = 0;
+  for (uint64_t seq = 1; seq <= 100; ++seq) {
+    std::vector<log_record> batch;
+    for (int j = 0; j < 200; ++j) {
+      batch.push_back({"job-" + std::to_string(j), seq, body});
+      written += body.size();
+    }
+    REQUIRE_FALSE(l.append(batch, {}, {}));
+  }
+  uint64_t read = 0;
+  for (int j = 0; j < 200; ++j)
+    REQUIRE_FALSE(l.for_each("job-" + std::to_string(j), 1,
+                             [&](uint64_t, std::string_view bytes) {
+                               read += bytes.size();
+                               return caf::error{};
+                             }));
+  CHECK(read == written);
+  auto m = l.memory();
+  MESSAGE("written " << written << " B; block cache " << m.block_cache
+                     << " of " << m.block_cache_capacity << ", table readers "
+                     << m.table_readers << ", memtables " << m.memtables);
+  CHECK(m.block_cache > 0);
+  CHECK(m.block_cache <= m.block_cache_capacity + 64 * 1024);
+  CHECK(m.memtables <= opts.memtable_bytes);
+  // Every family reads through the same cache, not one of RocksDB's
+  // default 8 MB caches each.
+  CHECK(m.family_caches.size() >= 2);
+  CHECK(m.family_caches
+        == std::vector<uint64_t>(m.family_caches.size(), 256 * 1024));
+}
