@@ -166,24 +166,34 @@ struct side {
   }
 };
 
-// Reports per second that the agents' own calls reach on the trivial
-// server: `trips` ReportProcessFault calls of one fault each from
-// `concurrency` threads, each through an agent client of its own with the
-// agent's call options (deadline, wait-for-ready). The same calls as
-// recoverd's reports, answered at once.
-double same_reports_per_second(const std::string& address, size_t trips,
-                               size_t concurrency, size_t ranks) {
+// Agent clients of the trivial server, one per reporting thread, made and
+// warmed up once, as recoverd's agents are long-lived: a fresh channel's
+// first calls cost more (its HTTP/2 windows still grow).
+std::vector<std::unique_ptr<agent::client>>
+same_call_clients(const std::string& address, size_t concurrency) {
   std::vector<std::unique_ptr<agent::client>> clients;
-  for (size_t t = 0; t < concurrency; ++t) {
+  for (size_t t = 0; t < concurrency; ++t)
     clients.push_back(
       std::make_unique<agent::client>(address, "bench-" + std::to_string(t)));
-    // Connected before the clock starts, as the agents of recoverd's side.
-    clients.back()->report_process_fault({{"0", "1"}});
-  }
+  std::vector<std::thread> threads;
+  for (auto& c : clients)
+    threads.emplace_back([&c] {
+      for (int n = 0; n < 50; ++n)
+        c->report_process_fault({{"0", "1"}});
+    });
+  for (auto& th : threads)
+    th.join();
+  return clients;
+}
+
+// `trips` ReportProcessFault calls of one fault each through `clients`,
+// one thread each: the same calls as recoverd's reports, with the agent's
+// call options (deadline, wait-for-ready), answered at once.
+void same_calls(std::vector<std::unique_ptr<agent::client>>& clients,
+                size_t trips, size_t ranks) {
   std::atomic<size_t> left{trips};
   std::vector<std::thread> threads;
-  auto b0 = clock_type::now();
-  for (size_t t = 0; t < concurrency; ++t)
+  for (size_t t = 0; t < clients.size(); ++t)
     threads.emplace_back([&, t] {
       for (size_t n = 0;; ++n) {
         auto k = left.fetch_sub(1);
@@ -196,8 +206,6 @@ double same_reports_per_second(const std::string& address, size_t trips,
     });
   for (auto& th : threads)
     th.join();
-  return static_cast<double>(trips)
-         / std::chrono::duration<double>(clock_type::now() - b0).count();
 }
 
 } // namespace
@@ -449,6 +457,8 @@ int main(int argc, char** argv) {
   // request, no deadline) is kept beside it.
   auto reporters = std::min(report_concurrency, jobs);
   auto report_baseline = std::make_unique<echo_server>();
+  auto baseline_clients
+    = same_call_clients(report_baseline->address(), reporters);
   side ours;
   side same;
   side health;
@@ -478,15 +488,14 @@ int main(int argc, char** argv) {
       return 1;
     }
     next_rank += per_thread;
-    auto same_rate = same.run(trips, [&] {
-      same_reports_per_second(report_baseline->address(), trips, reporters,
-                              ranks);
-    });
+    auto same_rate
+      = same.run(trips, [&] { same_calls(baseline_clients, trips, ranks); });
     health.run(trips, [&] {
       health_checks_per_second(report_baseline->address(), trips, reporters);
     });
     round_ratios.push_back(ours_rate / same_rate);
   }
+  baseline_clients.clear();
   report_baseline.reset();
   auto report_rate = ours.rate();
   auto report_echo = same.rate();
