@@ -547,26 +547,20 @@ const std::string& event_log::path() const {
 }
 
 log_memory event_log::memory() const {
+  using props = rocksdb::DB::Properties;
   log_memory result;
-  auto& db = *impl_->db;
-  auto sum = [&](const std::string& property) {
-    uint64_t total = 0;
-    for (auto* h : impl_->handles) {
-      uint64_t x = 0;
-      if (h != nullptr && db.GetIntProperty(h, property, &x))
-        total += x;
-    }
-    return total;
-  };
   result.block_cache = impl_->block_cache->GetUsage();
   result.block_cache_capacity = impl_->block_cache->GetCapacity();
-  result.table_readers = sum(rocksdb::DB::Properties::kEstimateTableReadersMem);
-  result.memtables = sum(rocksdb::DB::Properties::kCurSizeAllMemTables);
+  auto& db = *impl_->db;
   for (auto* h : impl_->handles) {
+    if (h == nullptr) // an optional family a read-only open left out
+      continue;
     uint64_t x = 0;
-    if (h != nullptr
-        && db.GetIntProperty(h, rocksdb::DB::Properties::kBlockCacheCapacity,
-                             &x))
+    if (db.GetIntProperty(h, props::kEstimateTableReadersMem, &x))
+      result.table_readers += x;
+    if (db.GetIntProperty(h, props::kCurSizeAllMemTables, &x))
+      result.memtables += x;
+    if (db.GetIntProperty(h, props::kBlockCacheCapacity, &x))
       result.family_caches.push_back(x);
   }
   return result;

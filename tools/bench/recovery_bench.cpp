@@ -31,7 +31,6 @@
 #include "services/app.hpp"
 #include "tools/bench/baseline.hpp"
 #include "tools/bench/process_stats.hpp"
-#include "tools/bench/process_stats.hpp"
 
 using namespace recoverd;
 using namespace recoverd::bench;
@@ -188,10 +187,12 @@ same_call_clients(const std::string& address, size_t concurrency) {
 
 // `trips` ReportProcessFault calls of one fault each through `clients`,
 // one thread each: the same calls as recoverd's reports, with the agent's
-// call options (deadline, wait-for-ready), answered at once.
-void same_calls(std::vector<std::unique_ptr<agent::client>>& clients,
+// call options (deadline, wait-for-ready), answered at once. False when a
+// call failed: a baseline of failed calls would measure nothing.
+bool same_calls(std::vector<std::unique_ptr<agent::client>>& clients,
                 size_t trips, size_t ranks) {
   std::atomic<size_t> left{trips};
+  std::atomic<bool> ok{true};
   std::vector<std::thread> threads;
   for (size_t t = 0; t < clients.size(); ++t)
     threads.emplace_back([&, t] {
@@ -201,11 +202,17 @@ void same_calls(std::vector<std::unique_ptr<agent::client>>& clients,
           left = 0;
           return;
         }
-        clients[t]->report_process_fault({{std::to_string(n % ranks), "1"}});
+        auto rank = std::to_string(n % ranks);
+        if (clients[t]->report_process_fault({{rank, "1"}}).code() != 0) {
+          ok = false;
+          left = 0;
+          return;
+        }
       }
     });
   for (auto& th : threads)
     th.join();
+  return ok;
 }
 
 } // namespace
@@ -488,8 +495,14 @@ int main(int argc, char** argv) {
       return 1;
     }
     next_rank += per_thread;
-    auto same_rate
-      = same.run(trips, [&] { same_calls(baseline_clients, trips, ranks); });
+    bool same_ok = true;
+    auto same_rate = same.run(trips, [&] {
+      same_ok = same_calls(baseline_clients, trips, ranks);
+    });
+    if (!same_ok) {
+      std::fprintf(stderr, "recovery_bench: a call to the baseline failed\n");
+      return 1;
+    }
     health.run(trips, [&] {
       health_checks_per_second(report_baseline->address(), trips, reporters);
     });
