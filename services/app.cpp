@@ -139,6 +139,8 @@ caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
   log_opts.path = opts.data_dir;
   log_opts.sync = opts.journal.sync == sync_policy::always;
   log_opts.min_free_bytes = opts.min_free_space;
+  log_opts.block_cache_bytes = opts.log_cache;
+  log_opts.memtable_bytes = opts.log_memtables;
   auto log = storage::event_log::open(log_opts);
   if (!log)
     return log.error();

@@ -75,6 +75,11 @@ struct app_options {
   /// Changes are refused (UNAVAILABLE) while the data directory's file
   /// system has less free space than this; 0: no check.
   uint64_t min_free_space = uint64_t{64} << 20;
+  /// The event log's block cache, shared by its column families, with the
+  /// index and filter blocks charged to it.
+  uint64_t log_cache = uint64_t{32} << 20;
+  /// Every memtable of the event log together.
+  uint64_t log_memtables = uint64_t{64} << 20;
   /// Caps on open gRPC connections (total and per peer address); a
   /// connection over a cap is closed at once.
   connection_limits connections;

@@ -183,6 +183,17 @@ int main(int argc, char** argv) {
                  "directory's file system has less free space (bytes, or "
                  "with k, m, g; 0: no check)")
     ->capture_default_str();
+  std::string log_cache = "32m";
+  cli.add_option("--log-cache", log_cache,
+                 "the event log's block cache, shared by its column families "
+                 "and holding their index and filter blocks (bytes, or with "
+                 "k, m, g; at least 1m)")
+    ->capture_default_str();
+  std::string log_memtables = "64m";
+  cli.add_option("--log-memtables", log_memtables,
+                 "the event log's memtables together; past it the largest "
+                 "is flushed (bytes, or with k, m, g; at least 16m)")
+    ->capture_default_str();
   cli.add_option("--log-level", log_level,
                  "trace, debug, info, warn, error or off")
     ->capture_default_str()
@@ -380,6 +391,20 @@ int main(int argc, char** argv) {
   if (!parse_size(min_free_space, opts.min_free_space)) {
     std::cerr << "recoverd: --min-free-space: not a size: " << min_free_space
               << "\n";
+    return 2;
+  }
+  // RocksDB takes any size; below these the log would read and flush for
+  // every few records.
+  if (!parse_size(log_cache, opts.log_cache)
+      || opts.log_cache < (uint64_t{1} << 20)) {
+    std::cerr << "recoverd: --log-cache: not a size of at least 1m: "
+              << log_cache << "\n";
+    return 2;
+  }
+  if (!parse_size(log_memtables, opts.log_memtables)
+      || opts.log_memtables < (uint64_t{16} << 20)) {
+    std::cerr << "recoverd: --log-memtables: not a size of at least 16m: "
+              << log_memtables << "\n";
     return 2;
   }
   for (const auto& w : wait_options)

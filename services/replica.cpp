@@ -94,6 +94,8 @@ replica_end run_replica(app_options opts, const replica_options& replica,
   log_opts.path = opts.data_dir;
   log_opts.sync = opts.journal.sync == sync_policy::always;
   log_opts.min_free_bytes = opts.min_free_space;
+  log_opts.block_cache_bytes = opts.log_cache;
+  log_opts.memtable_bytes = opts.log_memtables;
   auto archive = storage::event_log::open(log_opts);
   if (!archive)
     return fail(archive.error());

@@ -103,6 +103,21 @@ TEST_CASE("e2e cli: storm_bench runs the daemon in a process of its own") {
   CHECK(ratio < 2.0);
 }
 
+TEST_CASE("e2e cli: the log's memory bounds refuse sizes too small or "
+          "malformed") {
+  for (const char* bad :
+       {"--log-cache 100k", "--log-cache lots", "--log-cache -1m",
+        "--log-memtables 8m", "--log-memtables 1x"}) {
+    auto [rc, out] = run_command(std::string{RECOVERD_BIN} + " " + bad
+                                 + " --data-dir /nonexistent/never-made");
+    CAPTURE(bad);
+    CHECK(rc == 2);
+    auto flag = std::string{bad}.substr(0, std::string{bad}.find(' '));
+    CHECK(out.find("recoverd: " + flag + ": not a size of at least")
+          != std::string::npos);
+  }
+}
+
 TEST_CASE("e2e cli: the waits recoverd does not implement are gone") {
   auto [rc, help] = run_command(std::string{RECOVERD_BIN} + " --help");
   REQUIRE(rc == 0);

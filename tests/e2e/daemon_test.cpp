@@ -981,7 +981,8 @@ TEST_CASE("e2e: recoverctl status lists every component of the daemon, one "
     std::ofstream f{dir / "job.json"};
     f << job_file;
   }
-  running_daemon d{dir};
+  // A log cache other than the default, to see it in the journal's status.
+  running_daemon d{dir, "127.0.0.1:0", {"--log-cache", "8m"}};
   CHECK(ctl(d.address, "job put " + (dir / "job.json")).first == 0);
   auto [rc, table] = ctl(d.address, "status");
   CHECK(rc == 0);
@@ -1003,6 +1004,8 @@ TEST_CASE("e2e: recoverctl status lists every component of the daemon, one "
   CHECK(drc == 0);
   CHECK(all.find("job/e2e-job") != std::string::npos);
   CHECK(all.find("maxBatch=") != std::string::npos);
+  CHECK(all.find("blockCacheCapacity=8388608") != std::string::npos);
+  CHECK(all.find("memtableBytes=") != std::string::npos);
   auto [mrc, missing] = ctl(d.address, "status --job missing");
   CHECK(mrc == 1);
   CHECK(missing.find("job missing is not known") != std::string::npos);
