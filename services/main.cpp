@@ -64,6 +64,38 @@ std::string format_millis(millis x) {
   return std::to_string(ms) + "ms";
 }
 
+// A size flag: its option in `app_options`, the least it takes (0: none,
+// and 0 turns it off) and its help (the default comes from `app_options`).
+struct size_option {
+  const char* flag;
+  uint64_t app_options::*member;
+  uint64_t minimum;
+  const char* help;
+};
+
+const size_option size_options[] = {
+  {"--min-free-space", &app_options::min_free_space, 0,
+   "changes are refused (UNAVAILABLE) while the data directory's file "
+   "system has less free space"},
+  // RocksDB takes any size; below these the log would read and flush for
+  // every few records.
+  {"--log-cache", &app_options::log_cache, uint64_t{1} << 20,
+   "the event log's block cache, shared by its column families and holding "
+   "their index and filter blocks"},
+  {"--log-memtables", &app_options::log_memtables, uint64_t{16} << 20,
+   "the event log's memtables together; past it the largest is flushed"},
+};
+
+// A size as `parse_size` reads it: with the largest unit that divides it.
+std::string format_size(uint64_t x) {
+  static const std::pair<int, const char*> units[] = {
+    {30, "g"}, {20, "m"}, {10, "k"}};
+  for (const auto& [shift, unit] : units)
+    if (x != 0 && x % (uint64_t{1} << shift) == 0)
+      return std::to_string(x >> shift) + unit;
+  return std::to_string(x);
+}
+
 } // namespace
 
 namespace {
@@ -177,23 +209,14 @@ int main(int argc, char** argv) {
   cli.add_option("--data-dir", opts.data_dir,
                  "directory of the event log (created when missing)")
     ->capture_default_str();
-  std::string min_free_space = "64m";
-  cli.add_option("--min-free-space", min_free_space,
-                 "changes are refused (UNAVAILABLE) while the data "
-                 "directory's file system has less free space (bytes, or "
-                 "with k, m, g; 0: no check)")
-    ->capture_default_str();
-  std::string log_cache = "32m";
-  cli.add_option("--log-cache", log_cache,
-                 "the event log's block cache, shared by its column families "
-                 "and holding their index and filter blocks (bytes, or with "
-                 "k, m, g; at least 1m)")
-    ->capture_default_str();
-  std::string log_memtables = "64m";
-  cli.add_option("--log-memtables", log_memtables,
-                 "the event log's memtables together; past it the largest "
-                 "is flushed (bytes, or with k, m, g; at least 16m)")
-    ->capture_default_str();
+  std::map<std::string, std::string> sizes;
+  for (const auto& o : size_options) {
+    sizes[o.flag] = format_size(opts.*o.member);
+    auto help = std::string{o.help} + " (bytes, or with k, m, g";
+    help += o.minimum > 0 ? "; at least " + format_size(o.minimum)
+                          : std::string{"; 0: no check"};
+    cli.add_option(o.flag, sizes[o.flag], help + ")")->capture_default_str();
+  }
   cli.add_option("--log-level", log_level,
                  "trace, debug, info, warn, error or off")
     ->capture_default_str()
@@ -388,25 +411,15 @@ int main(int argc, char** argv) {
     return 2;
   }
   opts.http_request_timeout = request_timeout;
-  if (!parse_size(min_free_space, opts.min_free_space)) {
-    std::cerr << "recoverd: --min-free-space: not a size: " << min_free_space
-              << "\n";
-    return 2;
-  }
-  // RocksDB takes any size; below these the log would read and flush for
-  // every few records.
-  if (!parse_size(log_cache, opts.log_cache)
-      || opts.log_cache < (uint64_t{1} << 20)) {
-    std::cerr << "recoverd: --log-cache: not a size of at least 1m: "
-              << log_cache << "\n";
-    return 2;
-  }
-  if (!parse_size(log_memtables, opts.log_memtables)
-      || opts.log_memtables < (uint64_t{16} << 20)) {
-    std::cerr << "recoverd: --log-memtables: not a size of at least 16m: "
-              << log_memtables << "\n";
-    return 2;
-  }
+  for (const auto& o : size_options)
+    if (!parse_size(sizes[o.flag], opts.*o.member)
+        || opts.*o.member < o.minimum) {
+      std::cerr << "recoverd: " << o.flag << ": not a size";
+      if (o.minimum > 0)
+        std::cerr << " of at least " << format_size(o.minimum);
+      std::cerr << ": " << sizes[o.flag] << "\n";
+      return 2;
+    }
   for (const auto& w : wait_options)
     if (!parse_duration(waits[w.flag], opts.registry.job.waits.*w.member)) {
       std::cerr << "recoverd: " << w.flag << ": not a duration: "
