@@ -525,20 +525,16 @@ int main(int argc, char** argv) {
               same.cpu_us(), same.busy(), same.switches_per(), health.cpu_us(),
               health.busy(), health.switches_per());
   auto j1 = journal_now();
-  std::printf("journal during the reports: %llu records in %llu writes (%.1f "
+  auto records = static_cast<double>(j1.records - j0.records);
+  auto writes = static_cast<double>(j1.batches - j0.batches);
+  auto write_micros = static_cast<double>(j1.write_micros - j0.write_micros);
+  std::printf("journal during the reports: %.0f records in %.0f writes (%.1f "
               "records per fsync)\n",
-              static_cast<unsigned long long>(j1.records - j0.records),
-              static_cast<unsigned long long>(j1.batches - j0.batches),
-              static_cast<double>(j1.records - j0.records)
-                / static_cast<double>(std::max<uint64_t>(1, j1.batches
-                                                              - j0.batches)));
+              records, writes, records / std::max(1.0, writes));
   std::printf("journal writes took %.0f us each on average (sync included), "
               "%.0f%% of the reports' time\n",
-              static_cast<double>(j1.write_micros - j0.write_micros)
-                / static_cast<double>(std::max<uint64_t>(1, j1.batches
-                                                              - j0.batches)),
-              static_cast<double>(j1.write_micros - j0.write_micros) / 1e4
-                / ours.secs);
+              write_micros / std::max(1.0, writes),
+              write_micros / 1e4 / ours.secs);
   // Where the difference goes: recoverd's stateless HealthCheck (its gRPC
   // server setup, no actors, no log) under the same load.
   auto own_health = health_checks_per_second(address, ours.calls, reporters);
