@@ -293,7 +293,7 @@ caf::result<ok_atom> attach_operator(self_ptr self, om_kind kind,
 } // namespace
 
 job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
-                             job_model initial, uint64_t since_snapshot,
+                             job_model initial, snapshot_tail tail,
                              job_config cfg, journal_actor journal,
                              caf::actor_addr parent) {
   if (auto err = validate(cfg)) {
@@ -304,7 +304,7 @@ job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
   // A model decoded from a snapshot comes without its rank index.
   if (self->state.model.exists && !self->state.model.ranks)
     self->state.model.ranks = make_rank_index(self->state.model.spec);
-  self->state.events_since_snapshot = since_snapshot;
+  self->state.tail = tail;
   self->state.cfg = std::move(cfg);
   self->state.journal = std::move(journal);
   // A job does not outlive its registry: pending timers would otherwise

@@ -28,8 +28,8 @@ struct job_state {
   std::vector<stress_sink_ptr> stress_workers;
   /// Open operator streams of the running (or last) O&M action.
   std::vector<om_sink_ptr> operators;
-  /// Events since the last snapshot.
-  uint64_t events_since_snapshot = 0;
+  /// What was written since the last snapshot (see `snapshot_due`).
+  snapshot_tail tail;
   /// When the flow timers on their way are due (Unix ms). CAF cannot take
   /// a delayed message back, so a timer stays in memory until it is due: a
   /// wait whose deadline is later than one of these arms none, and the
@@ -47,10 +47,10 @@ struct job_state {
 /// The JOB behaviour.
 /// @param initial The job's state as replayed from the log (or empty with
 ///                the sequence number to continue from).
-/// @param since_snapshot Events of `initial` after its latest snapshot.
+/// @param tail What `initial` folds after its latest snapshot.
 /// @param parent The registry; the job ends when it does.
 job_actor::behavior_type job(job_actor::stateful_pointer<job_state> self,
-                             job_model initial, uint64_t since_snapshot,
+                             job_model initial, snapshot_tail tail,
                              job_config cfg,
                              journal_actor journal, caf::actor_addr parent);
 

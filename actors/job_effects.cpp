@@ -394,21 +394,24 @@ void commit(job_self self, std::vector<event_body> bodies,
       {st.model.spec.job_id, seq, storage::encode_event(evs.back())});
   }
   std::vector<snapshot_record> snapshots;
-  auto since = st.events_since_snapshot + evs.size();
-  if (st.cfg.snapshot_every > 0 && since >= st.cfg.snapshot_every) {
-    // The one copy of the model, every `snapshot_every` events: the
-    // snapshot goes into the same write as the events it follows.
+  auto tail = st.tail;
+  tail.events += evs.size();
+  for (const auto& r : records)
+    tail.bytes += r.bytes.size();
+  if (snapshot_due(tail, st.cfg.snapshot_every)) {
+    // The one copy of the model, every so many events: the snapshot goes
+    // into the same write as the events it follows.
     auto next = fold(st.model, evs);
     snapshots.push_back(
       {records.front().job_id, next.seq, storage::encode_snapshot(next)});
-    since = 0;
+    tail = {0, 0, snapshots.back().bytes.size()};
   }
   auto count = evs.size();
   self
     ->request(st.journal, caf::infinite, append_atom::value, std::move(records),
               std::move(snapshots))
     .await(
-      [self, since, evs = std::move(evs), on_durable](uint64_t) mutable {
+      [self, tail, evs = std::move(evs), on_durable](uint64_t) mutable {
         auto& st = self->state;
         // What the events say about the job's nodes, for the fleet's node
         // registry, each against the model it was decided on.
@@ -436,7 +439,7 @@ void commit(job_self self, std::vector<event_body> bodies,
                          time_ms);
           }
         }
-        st.events_since_snapshot = since;
+        st.tail = tail;
         if (!seen.empty())
           st.cfg.observe_nodes(std::move(seen));
         after_events(self, evs);

@@ -53,7 +53,9 @@ component_status job_status_of(const job_state& st, status_verbosity v) {
     result.counters["switchWorkers"] = live.switch_workers;
     result.counters["stressWorkers"] = open_count(st.stress_workers);
     result.counters["operators"] = live.operators;
-    result.counters["eventsSinceSnapshot"] = st.events_since_snapshot;
+    result.counters["eventsSinceSnapshot"] = st.tail.events;
+    result.counters["bytesSinceSnapshot"] = st.tail.bytes;
+    result.counters["snapshotBytes"] = st.tail.snapshot_bytes;
   }
   return result;
 }

@@ -31,9 +31,9 @@ caf::error unknown_job(const std::string& id) {
 }
 
 job_actor spawn_job(self_ptr self, job_model initial,
-                    uint64_t since_snapshot = 0) {
+                    snapshot_tail tail = {}) {
   auto id = initial.spec.job_id;
-  auto hdl = self->spawn(job, std::move(initial), since_snapshot,
+  auto hdl = self->spawn(job, std::move(initial), tail,
                          self->state.cfg.job,
                          self->state.journal, self->address());
   if (self->state.directory)
@@ -63,7 +63,7 @@ const job_actor* wake(self_ptr self, const std::string& id) {
   }
   st.dormant.erase(d);
   st.unreplayable.erase(id); // repaired meanwhile
-  spawn_job(self, std::move(replayed->state), replayed->events_replayed);
+  spawn_job(self, std::move(replayed->state), replayed->tail);
   return &st.jobs.find(id)->second;
 }
 
@@ -438,7 +438,7 @@ job_registry(job_registry_actor::stateful_pointer<job_registry_state> self,
     if (x.state.registered)
       st.registered.insert(x.state.spec.job_id);
     add_owned(self, x.state.spec.job_id, x.state.owner);
-    spawn_job(self, std::move(x.state), x.since_snapshot);
+    spawn_job(self, std::move(x.state), x.tail);
   }
   // Retention: once now, at start-up, then periodically.
   self->send(self, sweep_atom::value);

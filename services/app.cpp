@@ -169,7 +169,7 @@ caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
   std::vector<initial_job> jobs;
   jobs.reserve(replayed->live.size());
   for (auto& j : replayed->live)
-    jobs.push_back({std::move(j.state), j.events_replayed});
+    jobs.push_back({std::move(j.state), j.tail});
   replayed->live.clear();
   self->replayed_.jobs = jobs.size() + replayed->dormant.size();
   self->replayed_.dormant = replayed->dormant.size();

@@ -39,6 +39,7 @@ replay_with(event_log::reader& log, const std::string& job_id,
     result.state = std::move(*state);
     result.state.spec.job_id = job_id;
     result.from_snapshot = true;
+    result.tail.snapshot_bytes = (*snap)->bytes.size();
   } else if (*snap) {
     // A past point before the latest snapshot: once the retention removed
     // the job's oldest events, the fold starts at the state it kept of them.
@@ -96,11 +97,13 @@ replay_with(event_log::reader& log, const std::string& job_id,
         head->reset();
       apply_to(result.state, std::move(*ev));
       ++result.events_replayed;
+      result.tail.bytes += bytes.size();
       return caf::none;
     });
   if (err && err != done)
     return err;
   result.discarded = std::move(bad);
+  result.tail.events = result.events_replayed;
   return result;
 }
 

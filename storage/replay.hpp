@@ -27,6 +27,8 @@ struct discarded_event {
 struct replayed_job {
   job_model state;           ///< The fold of its events.
   uint64_t events_replayed = 0; ///< Events folded after the snapshot.
+  /// Those events and the snapshot, as the job's next snapshot counts them.
+  snapshot_tail tail;
   bool from_snapshot = false;   ///< A snapshot was the starting point.
   /// The undecodable last record left out, if any.
   std::optional<discarded_event> discarded;

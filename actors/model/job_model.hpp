@@ -76,12 +76,35 @@ struct job_model {
   rank_index_ptr ranks;
 };
 
+/// What a job wrote after its latest snapshot, and that snapshot's size:
+/// what decides when the next one is due.
+struct snapshot_tail {
+  uint64_t events = 0; ///< Events after the latest snapshot.
+  uint64_t bytes = 0;  ///< Their encoded size.
+  /// The latest snapshot's encoded size; 0 when there is none (or it is not
+  /// known).
+  uint64_t snapshot_bytes = 0;
+};
+
+/// Snapshots up to this size follow the event count alone.
+constexpr uint64_t small_snapshot_bytes = 4096;
+
+/// Whether a snapshot is due after `tail`: once `every` events were written
+/// since the last one (never when `every` is 0), and, for a snapshot over
+/// `small_snapshot_bytes`, once those events weigh at least half of it. A
+/// job's snapshot grows with its ranks (16,384 ranks: ~290 KB), its events
+/// do not (~100 B): every 20 events, such a snapshot would cost each event
+/// ~15 KB and ~80 us. So snapshots add at most twice the events' own bytes,
+/// and a start-up replays at most half a snapshot's bytes of events after
+/// one. Pure.
+bool snapshot_due(const snapshot_tail& tail, uint64_t every);
+
 /// A job as start-up rebuilt it from the log.
 struct initial_job {
   job_model state;
-  /// Events folded after its latest snapshot; the next snapshot is due that
-  /// many events earlier, so restarts do not let the replayed tail grow.
-  uint64_t since_snapshot = 0;
+  /// What it wrote after its latest snapshot; the next snapshot counts it,
+  /// so restarts do not let the replayed tail grow.
+  snapshot_tail tail;
 };
 
 /// Returns the state after `ev`. Pure.

@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 
+#include <numeric>
 #include <regex>
 #include <sstream>
 
@@ -122,7 +123,7 @@ struct registry_fixture : test::actor_fixture {
     REQUIRE(all);
     std::vector<initial_job> jobs;
     for (auto& j : all->live)
-      jobs.push_back({j.state, j.events_replayed});
+      jobs.push_back({j.state, j.tail});
     dormant_at_start = all->dormant.size();
     folded_dormant_at_start = all->fresh_digests.size();
     start(std::move(jobs), all->deleted, max_jobs, std::move(all->dormant));
@@ -776,6 +777,59 @@ TEST_CASE_FIXTURE(registry_fixture, "snapshots stay every N events across "
   CHECK(replayed->state.spec.annotations.at("k") == "6");
 }
 
+
+TEST_CASE_FIXTURE(registry_fixture, "a large job's snapshots wait until the "
+                                    "events since weigh half of one, across "
+                                    "restarts") {
+  auto annotate = [&](const std::string& value) {
+    request<annotations_view>(registry, annotate_atom::value, std::string{"j"},
+                              string_map{{"k", value}},
+                              std::vector<std::string>{},
+                              std::string{"platform"});
+  };
+  auto latest = [&] {
+    auto snap = log->snapshot("j");
+    REQUIRE(snap);
+    REQUIRE(snap->has_value());
+    return **snap;
+  };
+  put(test::make_job("j", 128)); // 1,024 ranks
+  annotate("2");
+  annotate("3");
+  MESSAGE("the first snapshot follows the count (every 3 events)");
+  auto first = latest();
+  REQUIRE(first.seq == 3);
+  REQUIRE(first.bytes.size() > small_snapshot_bytes);
+  annotate("4");
+  annotate("5");
+  annotate("6");
+  CHECK(latest().seq == 3); // a small job's would be at 6
+  restart();
+  auto replayed = storage::replay_job(*log, "j");
+  REQUIRE(replayed);
+  CHECK(replayed->tail.events == 3);
+  CHECK(replayed->tail.snapshot_bytes == first.bytes.size());
+  CHECK(replayed->tail.bytes > 0);
+  MESSAGE("after the restart the job still counts those bytes");
+  size_t n = 6;
+  while (latest().seq == 3 && n < 500)
+    annotate(std::to_string(++n));
+  auto second = latest().seq;
+  REQUIRE(second > 6);
+  CHECK(second == n);
+  // The events after the first snapshot, up to the one that wrote the next.
+  std::vector<uint64_t> sizes;
+  auto err = log->for_each("j", 4, [&](uint64_t seq, std::string_view bytes) {
+    if (seq <= second)
+      sizes.push_back(bytes.size());
+    return caf::error{};
+  });
+  REQUIRE_FALSE(err);
+  REQUIRE(sizes.size() == second - 3);
+  auto total = std::accumulate(sizes.begin(), sizes.end(), uint64_t{0});
+  CHECK(total * 2 >= first.bytes.size());
+  CHECK((total - sizes.back()) * 2 < first.bytes.size());
+}
 
 TEST_CASE_FIXTURE(registry_fixture, "log: a finished flow logs one line with "
                                     "its uuid, outcome, strategy, fault "

@@ -530,3 +530,23 @@ TEST_CASE("escape_control: client text cannot break a log line") {
   CHECK(has_control("a\nb"));
   CHECK_FALSE(has_control("a b"));
 }
+
+TEST_CASE("snapshot_due: every N events; a snapshot over 4 KiB also waits "
+          "until the events since weigh half of it") {
+  MESSAGE("no snapshot, or a small one: the event count alone");
+  CHECK_FALSE(snapshot_due({19, 100, 0}, 20));
+  CHECK(snapshot_due({20, 100, 0}, 20));
+  CHECK(snapshot_due({20, 10, small_snapshot_bytes}, 20));
+  CHECK_FALSE(snapshot_due({1'000, 1'000'000, 0}, 0)); // 0: never
+  MESSAGE("a 290 KB snapshot (16,384 ranks) waits for 145 KB of events");
+  uint64_t large = 290'000;
+  CHECK_FALSE(snapshot_due({20, 2'000, large}, 20));
+  CHECK_FALSE(snapshot_due({1'449, 144'900, large}, 20));
+  CHECK(snapshot_due({1'450, 145'000, large}, 20));
+  MESSAGE("and still for N events, however large they are");
+  CHECK_FALSE(snapshot_due({3, 500'000, large}, 20));
+  MESSAGE("the bound: 4 KiB follows the count, a byte more waits");
+  CHECK(snapshot_due({20, 100, 4'096}, 20));
+  CHECK_FALSE(snapshot_due({20, 2'048, 4'097}, 20));
+  CHECK(snapshot_due({20, 2'049, 4'097}, 20));
+}

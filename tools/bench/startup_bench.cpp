@@ -177,10 +177,13 @@ private:
       event ev{model_.seq + 1, now_, std::move(body)};
       records.push_back({spec_.job_id, ev.seq, storage::encode_event(ev)});
       model_ = apply(std::move(model_), ev);
-      if (every_ > 0 && ++since_snapshot_ >= every_) {
+      // The daemon's policy (snapshot_due), event by event.
+      tail_.events += 1;
+      tail_.bytes += records.back().bytes.size();
+      if (snapshot_due(tail_, every_)) {
         snapshots.push_back(
           {spec_.job_id, model_.seq, storage::encode_snapshot(model_)});
-        since_snapshot_ = 0;
+        tail_ = {0, 0, snapshots.back().bytes.size()};
       }
     }
     now_ += 7;
@@ -252,7 +255,7 @@ private:
                    std::chrono::system_clock::now().time_since_epoch())
                    .count()
                  - 86'400'000;
-  uint64_t since_snapshot_ = 0;
+  snapshot_tail tail_;
 };
 
 // What the daemon stores at a clean stop: the digest of every job that may

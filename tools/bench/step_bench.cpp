@@ -25,6 +25,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "actors/config.hpp"
 #include "actors/error.hpp"
 #include "actors/model/job_model.hpp"
 #include "actors/log.hpp"
@@ -36,6 +37,9 @@ using namespace recoverd;
 namespace {
 
 constexpr size_t devices_per_pod = 8;
+
+// The daemon's default snapshot cadence (--snapshot-every).
+const uint64_t snapshot_every = job_config{}.snapshot_every;
 
 [[noreturn]] void die(const std::string& what) {
   std::fprintf(stderr, "step_bench: %s\n", what.c_str());
@@ -192,11 +196,24 @@ public:
     report(report_kind::stop, {});
   }
 
+  /// Copies the model and encodes it, as the job actor writes a snapshot;
+  /// returns the snapshot's bytes, its cost added to `snapshots`.
+  size_t snapshot() {
+    auto t0 = cpu_ns();
+    auto copy = model_;
+    auto bytes = storage::encode_snapshot(copy).size();
+    snapshots.cpu_ns += cpu_ns() - t0;
+    snapshots.bytes += bytes;
+    ++snapshots.steps;
+    return bytes;
+  }
+
   flow_state state() const {
     return model_.rec.flow.state;
   }
 
   tally counted;
+  tally snapshots;
   double put_ms = 0;
 
 private:
@@ -213,12 +230,24 @@ struct figures {
   double absorbed_us = 0;
   double absorbed_bytes = 0;
   size_t absorbed_samples = 0;
+  double snapshot_us = 0;
+  double snapshot_bytes = 0;
+  /// Absorbed steps per snapshot under the daemon's policy.
+  uint64_t snapshot_cadence = 0;
   double cycle_step_us = 0;
   double cycle_step_bytes = 0;
   double cycle_us = 0;
   double cycle_bytes = 0;
   double cycle_steps = 0;
   size_t cycles = 0;
+
+  /// A snapshot's CPU time and bytes, per absorbed step.
+  double snapshot_share_us() const {
+    return snapshot_us / static_cast<double>(snapshot_cadence);
+  }
+  double snapshot_share_bytes() const {
+    return snapshot_bytes / static_cast<double>(snapshot_cadence);
+  }
 };
 
 figures measure(size_t ranks, double min_seconds, size_t max_samples) {
@@ -240,6 +269,21 @@ figures measure(size_t ranks, double min_seconds, size_t max_samples) {
     result.absorbed_samples = job.counted.steps;
     result.absorbed_us = static_cast<double>(job.counted.cpu_ns) / 1e3 / steps;
     result.absorbed_bytes = static_cast<double>(job.counted.bytes) / steps;
+    for (size_t n = 0; n < max_samples
+                       && (n < 3 || job.snapshots.cpu_ns < budget);
+         ++n)
+      job.snapshot();
+    auto snaps = static_cast<double>(job.snapshots.steps);
+    result.snapshot_us
+      = static_cast<double>(job.snapshots.cpu_ns) / 1e3 / snaps;
+    result.snapshot_bytes = static_cast<double>(job.snapshots.bytes) / snaps;
+    // The daemon's policy, after a snapshot of this size, on absorbed steps.
+    snapshot_tail tail{0, 0, static_cast<uint64_t>(result.snapshot_bytes)};
+    while (!snapshot_due(tail, snapshot_every)) {
+      tail.events += 1;
+      tail.bytes += static_cast<uint64_t>(result.absorbed_bytes);
+    }
+    result.snapshot_cadence = tail.events;
   }
   {
     job_driver job{ranks};
@@ -268,6 +312,16 @@ void print(const figures& f) {
   std::printf("  absorbed ReportProcessFault naming one rank: %.1f us CPU, "
               "%.0f event bytes per step (%zu samples)\n",
               f.absorbed_us, f.absorbed_bytes, f.absorbed_samples);
+  std::printf("  snapshot (the model copied and encoded): %.1f us CPU, %.0f "
+              "bytes; written every %llu absorbed steps, so %.1f us and %.0f "
+              "bytes more per step (every %llu events it would be %.1f us "
+              "and %.0f bytes)\n",
+              f.snapshot_us, f.snapshot_bytes,
+              static_cast<unsigned long long>(f.snapshot_cadence),
+              f.snapshot_share_us(), f.snapshot_share_bytes(),
+              static_cast<unsigned long long>(snapshot_every),
+              f.snapshot_us / snapshot_every,
+              f.snapshot_bytes / snapshot_every);
   std::printf("  full recovery cycle: %.1f steps, %.1f us CPU and %.0f bytes "
               "per step, %.1f us and %.0f bytes written per cycle (%zu "
               "cycles)\n",
@@ -335,6 +389,28 @@ int main(int argc, char** argv) {
               "ranks)\t%.0f B\t%.0f B (%zu ranks)\t%.1f\tdoes not grow (1)\n",
               large, small, l.cycle_step_bytes, s.cycle_step_bytes, small,
               ratio(l.cycle_step_bytes, s.cycle_step_bytes));
+  // With its share of the snapshots, under the daemon's policy: bounded
+  // (a snapshot adds at most twice the events' bytes), not flat.
+  auto with_share_us = [](const figures& f) {
+    return f.absorbed_us + f.snapshot_share_us();
+  };
+  auto with_share_bytes = [](const figures& f) {
+    return f.absorbed_bytes + f.snapshot_share_bytes();
+  };
+  std::printf("RESULT\tJob size: absorbed ReportProcessFault step with its "
+              "share of snapshots, CPU (%zu vs %zu ranks)\t%.1f us\t%.1f us "
+              "(%zu ranks)\t%.1f\tbounded (every 20 events: %.0f)\n",
+              large, small, with_share_us(l), with_share_us(s), small,
+              ratio(with_share_us(l), with_share_us(s)),
+              ratio(l.absorbed_us + l.snapshot_us / snapshot_every,
+                    with_share_us(s)));
+  std::printf("RESULT\tJob size: absorbed ReportProcessFault step with its "
+              "share of snapshots, bytes (%zu vs %zu ranks)\t%.0f B\t%.0f B "
+              "(%zu ranks)\t%.1f\tbounded (every 20 events: %.0f)\n",
+              large, small, with_share_bytes(l), with_share_bytes(s), small,
+              ratio(with_share_bytes(l), with_share_bytes(s)),
+              ratio(l.absorbed_bytes + l.snapshot_bytes / snapshot_every,
+                    with_share_bytes(s)));
   std::printf("RESULT\tLog bytes per full recovery cycle (%zu ranks; %zu "
               "ranks: %.0f B)\t%.0f B\t-\t-\t(before/after, no target)\n",
               small, large, l.cycle_bytes, s.cycle_bytes);

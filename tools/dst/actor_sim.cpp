@@ -1076,7 +1076,7 @@ private:
       }
       if (aopts_.tamper_restart)
         aopts_.tamper_restart(j.state);
-      jobs.push_back({std::move(j.state), j.events_replayed});
+      jobs.push_back({std::move(j.state), j.tail});
     }
     note("restart: " + std::to_string(all->events_replayed) + " events");
     retired_.clear();
