@@ -26,7 +26,8 @@ class authority;
 struct job_config {
   /// The protocol's waits.
   timeouts waits;
-  /// Write a snapshot of the job's state every this many events (0: never).
+  /// Write a snapshot of the job's state every this many events (0: never);
+  /// a large one waits longer (see `snapshot_due`).
   uint64_t snapshot_every = 20;
   /// Messages a stream may have queued before it is closed with
   /// RESOURCE_EXHAUSTED (enforced by the stream implementation).
@@ -47,7 +48,8 @@ struct nodes_config {
   /// Scoring and quarantine.
   node_registry_config scoring;
   /// Write a snapshot of the registry (and remove the events it folds)
-  /// every this many events (> 0), so the stream stays bounded.
+  /// every this many events (> 0), so the stream stays bounded; a large one
+  /// waits longer (see `snapshot_due`).
   uint64_t snapshot_every = 256;
   /// Wall clock in Unix milliseconds; tests pin it.
   std::function<int64_t()> clock = nullptr;

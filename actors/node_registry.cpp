@@ -65,14 +65,17 @@ void flush(self_ptr self) {
     records.push_back(
       {storage::node_stream, ++seq, storage::encode_node_event(e)});
   std::vector<snapshot_record> snapshots;
-  auto since = st.since_snapshot + evs.size();
-  if (since >= st.cfg.snapshot_every) {
+  auto tail = st.tail;
+  tail.events += evs.size();
+  for (const auto& r : records)
+    tail.bytes += r.bytes.size();
+  if (snapshot_due(tail, st.cfg.snapshot_every)) {
     auto next = st.table;
     for (const auto& e : evs)
       next = recoverd::apply(std::move(next), e);
     snapshots.push_back(
       {storage::node_stream, seq, storage::encode_node_snapshot(next)});
-    since = 0;
+    tail = {0, 0, snapshots.back().bytes.size()};
   }
   st.writing = true;
   // Both handlers answer the clears; only one of them runs.
@@ -81,12 +84,12 @@ void flush(self_ptr self) {
     ->request(st.journal, caf::infinite, append_atom::value, fleet_atom::value,
               std::move(records), std::move(snapshots))
     .then(
-      [self, seq, since, evs = std::move(evs), replies](uint64_t) mutable {
+      [self, seq, tail, evs = std::move(evs), replies](uint64_t) mutable {
         auto& st = self->state;
         for (const auto& e : evs)
           st.table = recoverd::apply(std::move(st.table), e);
         st.seq = seq;
-        st.since_snapshot = since;
+        st.tail = tail;
         st.recorded += evs.size();
         for (auto& rp : *replies)
           rp.deliver(true);
@@ -139,7 +142,7 @@ node_registry(node_registry_actor::stateful_pointer<node_registry_state> self,
   st.table = std::move(initial.table);
   st.table.cfg = st.cfg.scoring;
   st.seq = initial.seq;
-  st.since_snapshot = initial.since_snapshot;
+  st.tail = initial.tail;
   return {
     [=](observe_atom, std::vector<node_observation>& xs) {
       self->state.queued.emplace_back(std::move(xs));

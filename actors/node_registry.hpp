@@ -32,8 +32,8 @@ struct node_registry_state {
   node_table table;
   /// Sequence number of the stream's last event.
   uint64_t seq = 0;
-  /// Events since the last snapshot.
-  uint64_t since_snapshot = 0;
+  /// What was written since the last snapshot (see `snapshot_due`).
+  snapshot_tail tail;
   /// Events recorded since start, and observations lost to a failed write.
   uint64_t recorded = 0;
   uint64_t lost = 0;

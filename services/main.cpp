@@ -239,7 +239,8 @@ int main(int argc, char** argv) {
     ->check(CLI::PositiveNumber);
   cli.add_option("--snapshot-every", opts.registry.job.snapshot_every,
                  "write a job snapshot every N events (0: never) so start-up "
-                 "replays only the tail")
+                 "replays only the tail; one over 4 KiB also waits until the "
+                 "events since weigh half of it")
     ->capture_default_str();
   cli.add_option("--restart-budget", restart_budget,
                  "crash-loop guard: at most N fault recoveries of a job "

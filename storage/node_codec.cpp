@@ -169,6 +169,7 @@ caf::expected<initial_nodes> replay_nodes(const event_log& log,
     if (auto err = decode_node_snapshot(stream->snapshot->bytes, result.table))
       return err;
     result.seq = stream->snapshot->seq;
+    result.tail.snapshot_bytes = stream->snapshot->bytes.size();
   }
   for (const auto& x : stream->events) {
     auto ev = decode_node_event(x.bytes);
@@ -178,7 +179,8 @@ caf::expected<initial_nodes> replay_nodes(const event_log& log,
                           + message_of(ev.error()));
     result.table = recoverd::apply(std::move(result.table), *ev);
     result.seq = x.seq;
-    result.since_snapshot += 1;
+    result.tail.events += 1;
+    result.tail.bytes += x.bytes.size();
   }
   return result;
 }

@@ -171,13 +171,6 @@ job_model fold(job_model state, const std::vector<event>& evs) {
   return state;
 }
 
-bool snapshot_due(const snapshot_tail& tail, uint64_t every) {
-  if (every == 0 || tail.events < every)
-    return false;
-  return tail.snapshot_bytes <= small_snapshot_bytes
-         || tail.bytes * 2 >= tail.snapshot_bytes;
-}
-
 // -- validation ---------------------------------------------------------------
 
 failure validate_job_id(const std::string& job_id, const std::string& field) {

@@ -15,6 +15,7 @@
 #include "actors/model/fault_center.hpp"
 #include "actors/model/recovery.hpp"
 #include "actors/model/recovery_delta.hpp"
+#include "actors/model/snapshot_policy.hpp"
 #include "actors/model/topology.hpp"
 #include "actors/model/types.hpp"
 
@@ -75,29 +76,6 @@ struct job_model {
   /// snapshot (users index then; a job actor builds it when it starts).
   rank_index_ptr ranks;
 };
-
-/// What a job wrote after its latest snapshot, and that snapshot's size:
-/// what decides when the next one is due.
-struct snapshot_tail {
-  uint64_t events = 0; ///< Events after the latest snapshot.
-  uint64_t bytes = 0;  ///< Their encoded size.
-  /// The latest snapshot's encoded size; 0 when there is none (or it is not
-  /// known).
-  uint64_t snapshot_bytes = 0;
-};
-
-/// Snapshots up to this size follow the event count alone.
-constexpr uint64_t small_snapshot_bytes = 4096;
-
-/// Whether a snapshot is due after `tail`: once `every` events were written
-/// since the last one (never when `every` is 0), and, for a snapshot over
-/// `small_snapshot_bytes`, once those events weigh at least half of it. A
-/// job's snapshot grows with its ranks (16,384 ranks: ~290 KB), its events
-/// do not (~100 B): every 20 events, such a snapshot would cost each event
-/// ~15 KB and ~80 us. So snapshots add at most twice the events' own bytes,
-/// and a start-up replays at most half a snapshot's bytes of events after
-/// one. Pure.
-bool snapshot_due(const snapshot_tail& tail, uint64_t every);
 
 /// A job as start-up rebuilt it from the log.
 struct initial_job {

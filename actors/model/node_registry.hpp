@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "actors/model/error.hpp"
+#include "actors/model/snapshot_policy.hpp"
 
 namespace recoverd {
 
@@ -161,8 +162,8 @@ struct initial_nodes {
   node_table table;
   /// Sequence number of the stream's last event (0: none).
   uint64_t seq = 0;
-  /// Events folded after the stream's snapshot.
-  uint64_t since_snapshot = 0;
+  /// What was folded after the stream's snapshot.
+  snapshot_tail tail;
 };
 
 /// The weight a fault adds to its node's score: by level for a fault

@@ -10,12 +10,15 @@
 #include "actors/job_registry.hpp"
 #include "actors/journal.hpp"
 #include "actors/log.hpp"
+#include "actors/node_registry.hpp"
 #include "fixtures/actor_fixture.hpp"
+#include "fixtures/eventually.hpp"
 #include "fixtures/jobs.hpp"
 #include "fixtures/log_capture.hpp"
 #include "fixtures/temp_dir.hpp"
 #include "storage/event_codec.hpp"
 #include "storage/event_log.hpp"
+#include "storage/node_codec.hpp"
 #include "storage/replay.hpp"
 
 using namespace recoverd;
@@ -829,6 +832,71 @@ TEST_CASE_FIXTURE(registry_fixture, "a large job's snapshots wait until the "
   auto total = std::accumulate(sizes.begin(), sizes.end(), uint64_t{0});
   CHECK(total * 2 >= first.bytes.size());
   CHECK((total - sizes.back()) * 2 < first.bytes.size());
+}
+
+TEST_CASE_FIXTURE(registry_fixture, "the fleet's node registry: once its "
+                                    "table is large, a snapshot waits until "
+                                    "the events since weigh half of one") {
+  nodes_config cfg;
+  cfg.snapshot_every = 4;
+  cfg.clock = [this] { return now; };
+  auto nodes = sys().spawn(node_registry, initial_nodes{}, cfg, journal_hdl);
+  // Every event's size (one per observation: a snapshot removes the events
+  // it folds, the one written with it at once), and every snapshot's, by
+  // seq.
+  std::map<uint64_t, size_t> event_bytes;
+  std::map<uint64_t, size_t> snapshot_bytes;
+  uint64_t recorded = 0;
+  auto fault_on = [&](const std::string& node) {
+    node_fault f;
+    f.source = node_fault_source::agent_report;
+    f.job_id = "j";
+    f.device = "3";
+    f.codes = {"1"};
+    f.time_ms = now;
+    node_fault_seen seen{node, std::move(f)};
+    event_bytes[++recorded]
+      = storage::encode_node_event(node_event{seen}).size();
+    caf::anon_send(nodes, observe_atom::value,
+                   std::vector<node_observation>{std::move(seen)});
+    REQUIRE(test::eventually([&] {
+      auto st = request<component_status>(nodes, status_atom::value,
+                                          status_verbosity::detailed);
+      return st.counters["recorded"] == recorded;
+    }));
+    auto s = log->read_fleet(storage::node_stream);
+    REQUIRE(s);
+    for (const auto& e : s->events)
+      CHECK(event_bytes[e.seq] == e.bytes.size());
+    if (s->snapshot)
+      snapshot_bytes[s->snapshot->seq] = s->snapshot->bytes.size();
+  };
+  for (int i = 0; i < 200; ++i)
+    fault_on("node-" + std::to_string(1000 + i));
+  self->send_exit(nodes, caf::exit_reason::user_shutdown);
+  MESSAGE("every 4 events while the snapshot is up to 4 KiB");
+  REQUIRE(snapshot_bytes.size() >= 3);
+  auto prev = snapshot_bytes.begin();
+  CHECK(prev->first == 4);
+  for (auto next = std::next(prev); next != snapshot_bytes.end();
+       prev = next++) {
+    CAPTURE(prev->first);
+    CAPTURE(next->first);
+    if (prev->second <= small_snapshot_bytes) {
+      CHECK(next->first == prev->first + 4);
+      continue;
+    }
+    MESSAGE("then once the events after it weigh half of it");
+    uint64_t total = 0;
+    for (auto seq = prev->first + 1; seq <= next->first; ++seq) {
+      REQUIRE(event_bytes.count(seq) == 1);
+      total += event_bytes[seq];
+    }
+    CHECK(next->first > prev->first + 4);
+    CHECK(total * 2 >= prev->second);
+    CHECK((total - event_bytes[next->first]) * 2 < prev->second);
+  }
+  CHECK(prev->second > small_snapshot_bytes); // the table did grow past it
 }
 
 TEST_CASE_FIXTURE(registry_fixture, "log: a finished flow logs one line with "

@@ -97,7 +97,7 @@ TEST_CASE("the node stream lives apart from the jobs and survives a "
   auto replayed = replay_nodes(*log, cfg);
   REQUIRE(replayed);
   CHECK(replayed->seq == 2);
-  CHECK(replayed->since_snapshot == 2);
+  CHECK(replayed->tail.events == 2);
   CHECK(replayed->table.nodes.size() == 2);
   CHECK(replayed->table.nodes["x"].quarantined());
   MESSAGE("a snapshot at seq 3 with event 3 removes events 1..3");
@@ -118,7 +118,7 @@ TEST_CASE("the node stream lives apart from the jobs and survives a "
   replayed = replay_nodes(*log, cfg);
   REQUIRE(replayed);
   CHECK(replayed->seq == 4);
-  CHECK(replayed->since_snapshot == 1);
+  CHECK(replayed->tail.events == 1);
   CHECK(replayed->table.nodes.size() == 3);
   CHECK_FALSE(replayed->table.nodes["x"].quarantined());
   CHECK(replayed->table.nodes["z"].quarantined());
