@@ -15,7 +15,11 @@
 //    fault delivered, strategy report, changeStrategy delivered, status
 //    report, and the zero-length waits firing, back to INIT.
 // The baseline is the same step on the 16-rank job in the same run; the
-// ratio large / small should be 1.
+// ratio large / small should be 1. A snapshot (the model copied and
+// encoded, as the job actor writes one) does grow with the ranks: the rows
+// "with its share of snapshots" add the snapshot's cost divided by the
+// absorbed steps between two snapshots under the daemon's policy
+// (`snapshot_due`), and show what every 20 events would cost instead.
 
 #include <algorithm>
 #include <cstdio>
