@@ -19,6 +19,25 @@ std::string build_dir() {
   return std::filesystem::path{RECOVERD_BIN}.parent_path().string();
 }
 
+// The tab-separated columns of the line of `out` that starts with `prefix`
+// (a benchmark's RESULT row); none when there is no such line.
+std::vector<std::string> row(const std::string& out,
+                             const std::string& prefix) {
+  std::vector<std::string> cols;
+  auto start = out.find(prefix);
+  if (start == std::string::npos)
+    return cols;
+  auto line = out.substr(start, out.find('\n', start) - start);
+  for (size_t at = 0;;) {
+    auto tab = line.find('\t', at);
+    cols.push_back(line.substr(at, tab - at));
+    if (tab == std::string::npos)
+      break;
+    at = tab + 1;
+  }
+  return cols;
+}
+
 } // namespace
 
 TEST_CASE("e2e cli: every binary answers --version") {
@@ -83,24 +102,36 @@ TEST_CASE("e2e cli: storm_bench runs the daemon in a process of its own") {
   CHECK(out.find("RESULT\tFault storm") != std::string::npos);
   // Four storms or more give the soak row: the live heap after the later
   // half against the earlier half's, in a well-formed ratio.
-  auto soak = out.find("RESULT\tSoak: 4 fault storms back to back on 20 "
+  auto cols = row(out, "RESULT\tSoak: 4 fault storms back to back on 20 "
                        "jobs, the daemon's live heap (jemalloc allocated), "
                        "highest after storms 3-4\t");
-  REQUIRE(soak != std::string::npos);
-  auto line = out.substr(soak, out.find('\n', soak) - soak);
-  std::vector<std::string> cols;
-  for (size_t at = 0;;) {
-    auto tab = line.find('\t', at);
-    cols.push_back(line.substr(at, tab - at));
-    if (tab == std::string::npos)
-      break;
-    at = tab + 1;
-  }
   REQUIRE(cols.size() == 6);
   CHECK(cols[3].find("MB (storms 1-2)") != std::string::npos);
   auto ratio = std::stod(cols[4]);
   CHECK(ratio > 0.5);
   CHECK(ratio < 2.0);
+}
+
+TEST_CASE("e2e cli: step_bench shows a large job's snapshots cost each "
+          "step a bounded share") {
+  auto [rc, out] = run_command(build_dir() + "/step_bench --large 4096"
+                               + " --min-seconds 0.02 --max-samples 50");
+  INFO(out);
+  REQUIRE(rc == 0);
+  for (const char* what : {"CPU", "bytes"}) {
+    CAPTURE(what);
+    auto cols = row(out, std::string{"RESULT\tJob size: absorbed "
+                                     "ReportProcessFault step with its share "
+                                     "of snapshots, "}
+                           + what + " (4096 vs 16 ranks)\t");
+    REQUIRE(cols.size() == 6);
+    // Under the policy the large job's step stays within a small factor of
+    // the small job's; a snapshot every 20 events would not.
+    CHECK(std::stod(cols[4]) < 3);
+    auto every_20 = cols[5].find("every 20 events: ");
+    REQUIRE(every_20 != std::string::npos);
+    CHECK(std::stod(cols[5].substr(every_20 + 17)) > 3);
+  }
 }
 
 TEST_CASE("e2e cli: the log's memory bounds refuse sizes too small or "

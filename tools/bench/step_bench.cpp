@@ -394,27 +394,26 @@ int main(int argc, char** argv) {
               large, small, l.cycle_step_bytes, s.cycle_step_bytes, small,
               ratio(l.cycle_step_bytes, s.cycle_step_bytes));
   // With its share of the snapshots, under the daemon's policy: bounded
-  // (a snapshot adds at most twice the events' bytes), not flat.
-  auto with_share_us = [](const figures& f) {
-    return f.absorbed_us + f.snapshot_share_us();
+  // (a snapshot adds at most twice the events' bytes), not flat. `step` and
+  // `snap` pick the figure (CPU or bytes) of a step and of a snapshot.
+  auto share_row = [&](const char* what, const char* unit, auto step,
+                       auto snap) {
+    auto with = [&](const figures& f) {
+      return step(f) + snap(f) / static_cast<double>(f.snapshot_cadence);
+    };
+    auto every_20 = step(l) + snap(l) / static_cast<double>(snapshot_every);
+    std::printf("RESULT\tJob size: absorbed ReportProcessFault step with its "
+                "share of snapshots, %s (%zu vs %zu ranks)\t%.1f %s\t%.1f %s "
+                "(%zu ranks)\t%.1f\tbounded (every 20 events: %.0f)\n",
+                what, large, small, with(l), unit, with(s), unit, small,
+                ratio(with(l), with(s)), ratio(every_20, with(s)));
   };
-  auto with_share_bytes = [](const figures& f) {
-    return f.absorbed_bytes + f.snapshot_share_bytes();
-  };
-  std::printf("RESULT\tJob size: absorbed ReportProcessFault step with its "
-              "share of snapshots, CPU (%zu vs %zu ranks)\t%.1f us\t%.1f us "
-              "(%zu ranks)\t%.1f\tbounded (every 20 events: %.0f)\n",
-              large, small, with_share_us(l), with_share_us(s), small,
-              ratio(with_share_us(l), with_share_us(s)),
-              ratio(l.absorbed_us + l.snapshot_us / snapshot_every,
-                    with_share_us(s)));
-  std::printf("RESULT\tJob size: absorbed ReportProcessFault step with its "
-              "share of snapshots, bytes (%zu vs %zu ranks)\t%.0f B\t%.0f B "
-              "(%zu ranks)\t%.1f\tbounded (every 20 events: %.0f)\n",
-              large, small, with_share_bytes(l), with_share_bytes(s), small,
-              ratio(with_share_bytes(l), with_share_bytes(s)),
-              ratio(l.absorbed_bytes + l.snapshot_bytes / snapshot_every,
-                    with_share_bytes(s)));
+  share_row(
+    "CPU", "us", [](const figures& f) { return f.absorbed_us; },
+    [](const figures& f) { return f.snapshot_us; });
+  share_row(
+    "bytes", "B", [](const figures& f) { return f.absorbed_bytes; },
+    [](const figures& f) { return f.snapshot_bytes; });
   std::printf("RESULT\tLog bytes per full recovery cycle (%zu ranks; %zu "
               "ranks: %.0f B)\t%.0f B\t-\t-\t(before/after, no target)\n",
               small, large, l.cycle_bytes, s.cycle_bytes);
