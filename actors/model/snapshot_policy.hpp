@@ -24,10 +24,11 @@ constexpr uint64_t small_snapshot_bytes = 4096;
 /// since the last one (never when `every` is 0), and, for a snapshot over
 /// `small_snapshot_bytes`, once those events weigh at least half of it.
 /// A snapshot grows with what it holds (a job's ranks: ~290 KB at 16,384
-/// ranks; the fleet's nodes: 73 B to ~1 KB each), the events do not (~100 B): every
-/// 20 events, such a job snapshot would cost each event ~15 KB and ~80 us.
-/// So snapshots add at most twice the events' own bytes, and a start-up
-/// replays at most half a snapshot's bytes of events after one.
+/// ranks; the fleet's nodes: 73 B to ~1 KB each), the events do not
+/// (~100 B): every 20 events, such a job snapshot would cost each event
+/// ~15 KB and ~80 us. So snapshots add at most twice the events' own
+/// bytes, and a start-up replays at most half a snapshot's bytes of events
+/// after one.
 bool snapshot_due(const snapshot_tail& tail, uint64_t every);
 
 } // namespace recoverd
