@@ -105,6 +105,16 @@ caf::error serve_listener(const std::string& listen, connection_limits limits,
 
 } // namespace
 
+storage::event_log_options log_options(const app_options& opts) {
+  storage::event_log_options result;
+  result.path = opts.data_dir;
+  result.sync = opts.journal.sync == sync_policy::always;
+  result.min_free_bytes = opts.min_free_space;
+  result.block_cache_bytes = opts.log_cache;
+  result.memtable_bytes = opts.log_memtables;
+  return result;
+}
+
 caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
   if (!opts.registry.job.clock)
     opts.registry.job.clock = system_clock_ms;
@@ -135,13 +145,7 @@ caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
              std::chrono::steady_clock::now() - start)
       .count();
   };
-  storage::event_log_options log_opts;
-  log_opts.path = opts.data_dir;
-  log_opts.sync = opts.journal.sync == sync_policy::always;
-  log_opts.min_free_bytes = opts.min_free_space;
-  log_opts.block_cache_bytes = opts.log_cache;
-  log_opts.memtable_bytes = opts.log_memtables;
-  auto log = storage::event_log::open(log_opts);
+  auto log = storage::event_log::open(log_options(opts));
   if (!log)
     return log.error();
   self->log_ = std::move(*log);

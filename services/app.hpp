@@ -27,6 +27,7 @@ namespace recoverd {
 
 namespace storage {
 class event_log;
+struct event_log_options;
 struct replay_result;
 } // namespace storage
 
@@ -100,6 +101,10 @@ struct app_options {
   /// replays and spawns every job.
   bool dormant_start = true;
 };
+
+/// The event log's options from `opts` (the daemon's log, a replica's
+/// archive).
+storage::event_log_options log_options(const app_options& opts);
 
 /// What start-up replayed.
 struct replay_stats {

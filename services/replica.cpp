@@ -90,13 +90,7 @@ replica_end run_replica(app_options opts, const replica_options& replica,
     return fail(client.error());
   etcd::layout keys{replica.cluster};
   // The archive: the replica's own RocksDB log, filled from etcd's.
-  storage::event_log_options log_opts;
-  log_opts.path = opts.data_dir;
-  log_opts.sync = opts.journal.sync == sync_policy::always;
-  log_opts.min_free_bytes = opts.min_free_space;
-  log_opts.block_cache_bytes = opts.log_cache;
-  log_opts.memtable_bytes = opts.log_memtables;
-  auto archive = storage::event_log::open(log_opts);
+  auto archive = storage::event_log::open(log_options(opts));
   if (!archive)
     return fail(archive.error());
   // The replica's name in etcd's marks: its host and data directory.
