@@ -11,6 +11,7 @@
 #include <rocksdb/cache.h>
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
+#include <rocksdb/slice_transform.h>
 #include <rocksdb/table.h>
 #include <rocksdb/write_buffer_manager.h>
 #include <rocksdb/write_batch.h>
@@ -22,6 +23,26 @@
 namespace recoverd::storage {
 
 namespace {
+
+// The stream an event key belongs to: the key without its sequence number
+// (job id and its 0 byte). A memtable keeps, per stream, where its last key
+// went in; the next one, in sequence, goes in right after it instead of
+// searching the skip list from the top (the journal's inserts interleave
+// many jobs, so the memtable's one shared position rarely fits).
+class stream_of_event_key final : public rocksdb::SliceTransform {
+public:
+  const char* Name() const override {
+    return "recoverd.stream_of_event_key";
+  }
+
+  rocksdb::Slice Transform(const rocksdb::Slice& key) const override {
+    return {key.data(), key.size() - 8};
+  }
+
+  bool InDomain(const rocksdb::Slice& key) const override {
+    return key.size() >= 9 && key[key.size() - 9] == '\0';
+  }
+};
 
 // The last event of `job_id` under `it`: its seq and the hash of its
 // record, or seq 0 when the job has none.
@@ -183,9 +204,16 @@ event_log::open(const event_log_options& opts) {
                != existing.end())
         opened.push_back(i);
   }
+  // Jobs' events go in in sequence per job. Not the fleet's family: a
+  // memtable keeps one set of positions for its point and its range
+  // deletion entries, and a range deletion (the fleet's after a snapshot)
+  // would be inserted at a position of the other list (RocksDB 7.8 asserts).
+  auto events_opts = cf_opts;
+  events_opts.memtable_insert_with_hint_prefix_extractor
+    = std::make_shared<stream_of_event_key>();
   std::vector<rocksdb::ColumnFamilyDescriptor> descs;
   for (auto i : opened)
-    descs.emplace_back(cf_names[i], cf_opts);
+    descs.emplace_back(cf_names[i], i == cf_events ? events_opts : cf_opts);
   rocksdb::DB* raw = nullptr;
   rocksdb::Status st;
   std::vector<rocksdb::ColumnFamilyHandle*> got;

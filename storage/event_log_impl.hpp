@@ -23,7 +23,8 @@ namespace recoverd::storage::log_detail {
 /// renumber: handles are looked up by these indices.
 enum cf : size_t {
   cf_default = 0,
-  cf_events = 1,    // job id \0 be64(seq) -> event bytes
+  cf_events = 1,    // job id \0 be64(seq) -> event bytes (no range deletes:
+                    // its memtable inserts with hints, see open)
   cf_global = 2,    // be64(position) -> event key
   cf_snapshots = 3, // job id -> be64(seq) + state bytes
   cf_meta = 4,      // "schema_version", "incarnation", "position_floor" -> be64
