@@ -125,7 +125,10 @@ bool marks_in_place(const init_config& init, const flow_input& in) {
 // A copy of `xs` with `more`, if that adds any; nothing otherwise.
 std::optional<std::set<int32_t>> grown(const std::set<int32_t>& xs,
                                        const std::set<int32_t>& more) {
-  if (std::includes(xs.begin(), xs.end(), more.begin(), more.end()))
+  // `more` holds the pods of one report, `xs` those of the whole flow: a
+  // lookup each, not a walk over `xs`.
+  if (std::all_of(more.begin(), more.end(),
+                  [&](int32_t x) { return xs.count(x) != 0; }))
     return std::nullopt;
   auto result = xs;
   result.insert(more.begin(), more.end());
