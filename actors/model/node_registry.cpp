@@ -4,6 +4,7 @@
 #include <cmath>
 #include <initializer_list>
 #include <set>
+#include <string_view>
 
 #include "actors/model/fault_center.hpp"
 #include "actors/model/job_model.hpp"
@@ -267,27 +268,29 @@ void observe_fault_center(const job_model& before, const event& ev,
 void observe_agent_faults(const job_model& before, const rank_index& ranks,
                           const event& ev, const flow_input& in,
                           std::vector<node_observation>& out) {
-  std::set<std::string> named;
+  // A report names a rank or a few: a list, not a tree, of those seen.
+  std::vector<std::string_view> named;
   for (const auto& f : in.faults) {
     // A rank the running flow already holds as faulted is the same fault
     // reported again (agents repeat reports; every rank of a pod reports
     // it): it counts once per flow.
     if (before.rec.flow.faults.count(f.rank_id) != 0
-        || !named.insert(f.rank_id).second)
+        || std::find(named.begin(), named.end(), f.rank_id) != named.end())
       continue;
-    auto node = node_of_rank(before, ranks, f.rank_id);
-    if (node.empty())
+    named.emplace_back(f.rank_id);
+    const auto* place = ranks.find(f.rank_id);
+    if (place == nullptr || place->pod_index >= before.spec.pods.size())
+      continue;
+    const auto& pod = before.spec.pods[place->pod_index];
+    if (pod.node_name.empty())
       continue;
     node_fault nf;
     nf.source = node_fault_source::agent_report;
     nf.job_id = before.spec.job_id;
-    const auto* place = ranks.find(f.rank_id);
-    nf.device
-      = before.spec.pods[place->pod_index].devices[place->device_index]
-          .device_id;
+    nf.device = pod.devices[place->device_index].device_id;
     nf.codes = {f.fault_type};
     nf.time_ms = ev.time_ms;
-    out.emplace_back(node_fault_seen{std::move(node), std::move(nf)});
+    out.emplace_back(node_fault_seen{pod.node_name, std::move(nf)});
   }
 }
 
