@@ -407,21 +407,27 @@ void commit(job_self self, std::vector<event_body> bodies,
     tail = {0, 0, snapshots.back().bytes.size()};
   }
   auto count = evs.size();
+  // What the events say about the job's nodes, for the fleet's node
+  // registry, each against the model it was decided on. The first one now:
+  // the model is that one, and what the decision read (the flow's faults,
+  // the rank index) is still in the cache; the others once the ones before
+  // them are applied. Sent only once the events are durable.
+  std::vector<node_observation> seen;
+  if (st.cfg.observe_nodes)
+    seen = observe(st.model, evs.front());
   self
     ->request(st.journal, caf::infinite, append_atom::value, std::move(records),
               std::move(snapshots))
     .await(
-      [self, tail, evs = std::move(evs), on_durable](uint64_t) mutable {
+      [self, tail, evs = std::move(evs), seen = std::move(seen),
+       on_durable](uint64_t) mutable {
         auto& st = self->state;
-        // What the events say about the job's nodes, for the fleet's node
-        // registry, each against the model it was decided on.
-        std::vector<node_observation> seen;
         // `apply_to` takes a step's change and a spec out of their event;
         // `after_events` reads only what is left.
         for (auto& ev : evs) {
           ES_DEBUG("job {} appended {} #{}", st.model.spec.job_id,
                    kind_name(ev.body), ev.seq);
-          if (st.cfg.observe_nodes) {
+          if (st.cfg.observe_nodes && &ev != &evs.front()) {
             auto xs = observe(st.model, ev);
             std::move(xs.begin(), xs.end(), std::back_inserter(seen));
           }
