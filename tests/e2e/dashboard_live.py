@@ -95,11 +95,22 @@ def main(argv):
         deadline = time.monotonic() + 30
         while not os.path.exists(port_file) and time.monotonic() < deadline:
             time.sleep(0.05)
-        with open(port_file) as f:
-            port = f.readline().strip()
-        with urllib.request.urlopen("http://127.0.0.1:" + port
-                                    + "/json/list") as r:
-            targets = [t for t in json.load(r) if t.get("type") == "page"]
+        # Chromium writes the file as it opens the port: on a busy machine
+        # the first reads may find the file half written or the port not
+        # yet answering.
+        targets = None
+        while targets is None:
+            try:
+                with open(port_file) as f:
+                    port = f.readline().strip()
+                with urllib.request.urlopen("http://127.0.0.1:" + port
+                                            + "/json/list") as r:
+                    targets = [t for t in json.load(r)
+                               if t.get("type") == "page"]
+            except (OSError, ValueError):
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.1)
         p = page(targets[0]["webSocketDebuggerUrl"])
         p.call("Page.enable")
         p.call("Page.addScriptToEvaluateOnNewDocument", source=CATCH)
