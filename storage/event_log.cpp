@@ -35,12 +35,14 @@ public:
     return "recoverd.stream_of_event_key";
   }
 
+  // The job id with its 0 byte: what `parse_event_key` leaves of the key
+  // once the 8-byte seq is taken off.
   rocksdb::Slice Transform(const rocksdb::Slice& key) const override {
     return {key.data(), key.size() - 8};
   }
 
   bool InDomain(const rocksdb::Slice& key) const override {
-    return key.size() >= 9 && key[key.size() - 9] == '\0';
+    return parse_event_key(key.ToStringView()).has_value();
   }
 };
 

@@ -230,14 +230,15 @@ bool same_entry(const device_fault& x, const device_fault& y) {
     && x.fault_codes == y.fault_codes && x.fault_level == y.fault_level;
 }
 
-// The node of global rank `rank` in `m`, or "" when the job has no such
-// rank.
-std::string node_of_rank(const job_model& m, const rank_index& ranks,
-                         const std::string& rank) {
+// Where global rank `rank` sits in `m` and its pod, or no pod when the
+// job has no such rank.
+std::pair<const rank_place*, const pod*>
+pod_of_rank(const job_model& m, const rank_index& ranks,
+            const std::string& rank) {
   const auto* place = ranks.find(rank);
   if (place == nullptr || place->pod_index >= m.spec.pods.size())
-    return {};
-  return m.spec.pods[place->pod_index].node_name;
+    return {place, nullptr};
+  return {place, &m.spec.pods[place->pod_index]};
 }
 
 void observe_fault_center(const job_model& before, const event& ev,
@@ -278,19 +279,16 @@ void observe_agent_faults(const job_model& before, const rank_index& ranks,
         || std::find(named.begin(), named.end(), f.rank_id) != named.end())
       continue;
     named.emplace_back(f.rank_id);
-    const auto* place = ranks.find(f.rank_id);
-    if (place == nullptr || place->pod_index >= before.spec.pods.size())
-      continue;
-    const auto& pod = before.spec.pods[place->pod_index];
-    if (pod.node_name.empty())
+    auto [place, p] = pod_of_rank(before, ranks, f.rank_id);
+    if (p == nullptr || p->node_name.empty())
       continue;
     node_fault nf;
     nf.source = node_fault_source::agent_report;
     nf.job_id = before.spec.job_id;
-    nf.device = pod.devices[place->device_index].device_id;
+    nf.device = p->devices[place->device_index].device_id;
     nf.codes = {f.fault_type};
     nf.time_ms = ev.time_ms;
-    out.emplace_back(node_fault_seen{pod.node_name, std::move(nf)});
+    out.emplace_back(node_fault_seen{p->node_name, std::move(nf)});
   }
 }
 
@@ -300,10 +298,10 @@ void observe_stress(const job_model& before, const rank_index& ranks,
   // Worst code per node: "2" isolates, "3" and "4" are rank faults.
   std::map<std::string, std::string> worst;
   for (const auto& [rank, ops] : in.stress_result) {
-    auto node = node_of_rank(before, ranks, rank);
-    if (node.empty())
+    auto p = pod_of_rank(before, ranks, rank).second;
+    if (p == nullptr || p->node_name.empty())
       continue;
-    auto& w = worst[node];
+    auto& w = worst[p->node_name];
     if (w.empty())
       w = "0";
     for (const auto& entry : ops) {
