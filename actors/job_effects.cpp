@@ -4,6 +4,7 @@
 #include <optional>
 #include <random>
 #include <set>
+#include <utility>
 
 #include <caf/typed_event_based_actor.hpp>
 
@@ -21,6 +22,26 @@ bool changes_annotations(const event_body& body) {
   return std::holds_alternative<annotations_changed>(body)
     || std::holds_alternative<job_registered>(body)
     || std::holds_alternative<job_put>(body);
+}
+
+// The snapshot of `model` once `evs` are applied. The spec is most of a
+// large job's model and flow steps leave it as it is: then the copy that
+// takes the events is made with the spec set aside, and the snapshot takes
+// the spec from `model` (256 ranks: 1.2% of a report's CPU was the copy).
+std::string snapshot_after(job_model& model, const std::vector<event>& evs) {
+  auto keeps_spec = std::none_of(evs.begin(), evs.end(), [](const event& ev) {
+    return touches_spec(ev.body);
+  });
+  if (!keeps_spec)
+    return storage::encode_snapshot(fold(model, evs));
+  struct spec_aside {
+    job_model& m;
+    job_spec spec;
+    ~spec_aside() {
+      m.spec = std::move(spec);
+    }
+  } aside{model, std::exchange(model.spec, job_spec{})};
+  return storage::encode_snapshot(fold(model, evs), aside.spec);
 }
 
 // What the log line of a flow's end says, taken from the model before the
@@ -401,9 +422,8 @@ void commit(job_self self, std::vector<event_body> bodies,
   if (snapshot_due(tail, st.cfg.snapshot_every)) {
     // The one copy of the model, every so many events: the snapshot goes
     // into the same write as the events it follows.
-    auto next = fold(st.model, evs);
     snapshots.push_back(
-      {records.front().job_id, next.seq, storage::encode_snapshot(next)});
+      {records.front().job_id, seq, snapshot_after(st.model, evs)});
     tail = {0, 0, snapshots.back().bytes.size()};
   }
   auto count = evs.size();

@@ -498,13 +498,17 @@ caf::expected<event> decode_event(std::string_view bytes) {
 }
 
 std::string encode_snapshot(const job_model& state) {
+  return encode_snapshot(state, state.spec);
+}
+
+std::string encode_snapshot(const job_model& state, const job_spec& spec) {
   scratch_arena<encoding> arena;
   auto& out = arena.make<pe::Snapshot>();
   out.set_version(record_version);
   out.set_seq(state.seq);
   auto* s = out.mutable_state();
   s->set_exists(state.exists);
-  convert::to_proto(state.spec, *s->mutable_spec());
+  convert::to_proto(spec, *s->mutable_spec());
   s->set_inited(state.inited);
   to_proto(state.init, *s->mutable_init());
   s->set_registered(state.registered);

@@ -31,6 +31,10 @@ std::string encode_event(const event& ev);
 /// Encodes a job's state as a `Snapshot` record.
 std::string encode_snapshot(const job_model& state);
 
+/// Encodes a job's state as a `Snapshot` record, with `spec` for its spec
+/// (`state.spec` is not read).
+std::string encode_snapshot(const job_model& state, const job_spec& spec);
+
 /// Decodes a `Snapshot` record.
 [[nodiscard]] caf::expected<job_model> decode_snapshot(std::string_view bytes);
 

@@ -171,6 +171,14 @@ job_model fold(job_model state, const std::vector<event>& evs) {
   return state;
 }
 
+bool touches_spec(const event_body& body) {
+  if (const auto* x = std::get_if<flow_stepped>(&body))
+    return !x->annotations.empty() || !x->removed_annotations.empty();
+  return std::holds_alternative<job_put>(body)
+         || std::holds_alternative<job_deleted>(body)
+         || std::holds_alternative<annotations_changed>(body);
+}
+
 // -- validation ---------------------------------------------------------------
 
 failure validate_job_id(const std::string& job_id, const std::string& field) {

@@ -102,6 +102,10 @@ void apply_to(job_model& state, event&& ev);
 /// Folds `evs` into `state`. Pure.
 job_model fold(job_model state, const std::vector<event>& evs);
 
+/// Whether applying `body` can change a model's spec (annotations
+/// included); when not, the spec after it is the spec before it.
+bool touches_spec(const event_body& body);
+
 // -- inputs -------------------------------------------------------------------
 
 /// Platform.PutJob.
