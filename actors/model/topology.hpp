@@ -44,11 +44,17 @@ public:
 
   /// Number of ranks indexed.
   size_t size() const noexcept {
-    return by_rank_.size();
+    return size_;
   }
 
 private:
+  // Ranks are decimal numbers 0..n-1 in every job seen: those are found in
+  // a vector, one cache line away (256 ranks: the hashed lookup was 0.7%
+  // of a report's CPU, mostly misses); any other id in the map.
+  std::vector<rank_place> by_number_;
   std::unordered_map<std::string, rank_place> by_rank_;
+  size_t limit_ = 0; // numbers from here on are kept in the map
+  size_t size_ = 0;
   std::unordered_map<int32_t, uint32_t> by_pod_rank_;
   std::unordered_map<std::string, std::vector<uint32_t>> by_node_;
 };
