@@ -550,3 +550,86 @@ TEST_CASE("snapshot_due: every N events; a snapshot over 4 KiB also waits "
   CHECK_FALSE(snapshot_due({20, 2'048, 4'097}, 20));
   CHECK(snapshot_due({20, 2'049, 4'097}, 20));
 }
+
+TEST_CASE("touches_spec: an event it calls spec-free leaves the spec as it "
+          "was") {
+  // What a snapshot copy set aside relies on (see `snapshot_after`).
+  auto same_spec = [](const job_spec& x, const job_spec& y) {
+    auto pods_equal = [](const pod& a, const pod& b) {
+      auto devices_equal = [](const device& c, const device& d) {
+        return c.device_id == d.device_id && c.rank_id == d.rank_id;
+      };
+      return a.pod_rank == b.pod_rank && a.uid == b.uid
+             && a.node_name == b.node_name
+             && std::equal(a.devices.begin(), a.devices.end(),
+                           b.devices.begin(), b.devices.end(),
+                           devices_equal);
+    };
+    return x.job_id == y.job_id && x.annotations == y.annotations
+           && x.recover_strategies == y.recover_strategies
+           && std::equal(x.pods.begin(), x.pods.end(), y.pods.begin(),
+                         y.pods.end(), pods_equal);
+  };
+  auto m = registered_job();
+  auto moved = test::make_job("j");
+  moved.pods.front().node_name = "elsewhere";
+  flow_stepped plain;
+  plain.input.kind = report_kind::process;
+  flow_stepped annotating = plain;
+  annotating.annotations["reset"] = "{}";
+  flow_stepped unannotating = plain;
+  unannotating.removed_annotations = {"reset"};
+  device_faults_reported faults;
+  faults.health_state = "UnHealthy";
+  std::vector<std::pair<event_body, bool>> bodies = {
+    {job_inited{}, false},
+    {job_registered{"taskd"}, false},
+    {subscriber_attached{7, "taskd", "peer"}, false},
+    {subscriber_detached{7, "gone"}, false},
+    {faults, false},
+    {plain, false},
+    {annotating, true},
+    {unannotating, true},
+    {annotations_changed{{{"k", "v"}}, {}, "op"}, true},
+    {job_put{moved, false}, true},
+    {job_deleted{}, true},
+  };
+  for (auto& [body, touches] : bodies) {
+    CAPTURE(kind_name(body));
+    CHECK(touches_spec(body) == touches);
+    auto before = m.spec;
+    m = apply(std::move(m), event{m.seq + 1, 2000, body});
+    // Each spec-touching event of this history does change the spec.
+    CHECK(same_spec(before, m.spec) == !touches);
+  }
+}
+
+TEST_CASE("rank_index: decimal ranks, odd ids and repeats are found as the "
+          "spec says") {
+  auto spec = test::make_job("j", 2, 4); // ranks "0" .. "7"
+  spec.pods[1].devices[0].rank_id = "007";     // not canonical: by its text
+  spec.pods[1].devices[1].rank_id = "x9";      // not a number
+  spec.pods[1].devices[2].rank_id = "123456";  // far beyond the ranks
+  spec.pods[1].devices[3].rank_id = "2";       // a repeat: the first counts
+  rank_index ranks{spec};
+  CHECK(ranks.size() == 7);
+  for (int r = 0; r < 4; ++r) {
+    const auto* at = ranks.find(std::to_string(r));
+    REQUIRE(at != nullptr);
+    CHECK(at->pod_index == 0);
+    CHECK(at->device_index == static_cast<uint32_t>(r));
+  }
+  for (auto [id, device] : {std::pair<const char*, uint32_t>{"007", 0},
+                            {"x9", 1},
+                            {"123456", 2}}) {
+    CAPTURE(id);
+    const auto* at = ranks.find(id);
+    REQUIRE(at != nullptr);
+    CHECK(at->pod_index == 1);
+    CHECK(at->device_index == device);
+  }
+  for (const char* id : {"7", "4", "8", "07", "", "-1", "1234567890123",
+                         "123457", "2 "})
+    CHECK_MESSAGE(ranks.find(id) == nullptr, id);
+  CHECK(ranks.find("2")->pod_index == 0);
+}
