@@ -225,12 +225,11 @@ void render_goodput(std::string& out, const cluster_stats& c) {
 
 class metrics_interceptor final : public grpc::experimental::Interceptor {
 public:
-  metrics_interceptor(request_metrics& m, std::string method, bool streaming)
-    : metrics_(m),
-      method_(std::move(method)),
+  metrics_interceptor(request_metrics::method_counters& m, bool streaming)
+    : counters_(m),
       streaming_(streaming),
       start_(std::chrono::steady_clock::now()) {
-    metrics_.rpc_started(method_, streaming_);
+    request_metrics::rpc_started(counters_, streaming_);
   }
 
   ~metrics_interceptor() override {
@@ -254,11 +253,10 @@ private:
     auto seconds = std::chrono::duration<double>(
                      std::chrono::steady_clock::now() - start_)
                      .count();
-    metrics_.rpc_finished(method_, streaming_, code, seconds);
+    request_metrics::rpc_finished(counters_, streaming_, code, seconds);
   }
 
-  request_metrics& metrics_;
-  std::string method_;
+  request_metrics::method_counters& counters_;
   bool streaming_;
   std::chrono::steady_clock::time_point start_;
   bool recorded_ = false;
@@ -267,9 +265,13 @@ private:
 class metrics_interceptor_factory final
   : public grpc::experimental::ServerInterceptorFactoryInterface {
 public:
-  metrics_interceptor_factory(request_metrics& m, std::set<std::string> known)
-    : metrics_(m), known_(std::move(known)) {
-    // nop
+  metrics_interceptor_factory(request_metrics& m,
+                              const std::set<std::string>& known)
+    : other_(m.counters("other")) {
+    // Every method's counters are made now: a call finds them without a
+    // lock or a copy of its name.
+    for (const auto& method : known)
+      known_.emplace(method, &m.counters(method));
   }
 
   grpc::experimental::Interceptor*
@@ -279,14 +281,14 @@ public:
     bool streaming = info->type() != type::UNARY;
     // The method name is client input for unknown methods.
     auto i = method != nullptr ? known_.find(method) : known_.end();
-    return new metrics_interceptor(metrics_,
-                                   i != known_.end() ? *i : "other",
+    return new metrics_interceptor(i != known_.end() ? *i->second : other_,
                                    streaming);
   }
 
 private:
-  request_metrics& metrics_;
-  const std::set<std::string> known_;
+  request_metrics::method_counters& other_;
+  std::map<std::string, request_metrics::method_counters*, std::less<>>
+    known_;
 };
 
 } // namespace
@@ -299,31 +301,47 @@ const std::vector<double>& request_metrics::latency_bounds() {
   return bounds;
 }
 
+request_metrics::method_counters&
+request_metrics::counters(const std::string& method) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  return methods_[method];
+}
+
 void request_metrics::rpc_started(const std::string& method, bool streaming) {
+  if (streaming)
+    rpc_started(counters(method), streaming);
+}
+
+void request_metrics::rpc_started(method_counters& m, bool streaming) {
   if (!streaming)
     return;
-  std::lock_guard<std::mutex> guard{mtx_};
-  ++open_streams_[method];
+  m.open.fetch_add(1, std::memory_order_relaxed);
+  m.streamed.store(true, std::memory_order_relaxed);
 }
 
 void request_metrics::rpc_finished(const std::string& method, bool streaming,
                                    grpc::StatusCode code, double seconds) {
-  std::lock_guard<std::mutex> guard{mtx_};
-  ++calls_[{method, status_code_name(code)}];
+  rpc_finished(counters(method), streaming, code, seconds);
+}
+
+void request_metrics::rpc_finished(method_counters& m, bool streaming,
+                                   grpc::StatusCode code, double seconds) {
+  auto c = static_cast<size_t>(code);
+  if (c >= m.by_code.size())
+    c = static_cast<size_t>(grpc::StatusCode::UNKNOWN);
+  m.by_code[c].fetch_add(1, std::memory_order_relaxed);
   if (streaming) {
-    --open_streams_[method];
+    m.open.fetch_sub(1, std::memory_order_relaxed);
     return;
   }
-  auto& h = latency_[method];
   const auto& bounds = latency_bounds();
-  if (h.buckets.empty())
-    h.buckets.resize(bounds.size() + 1);
   size_t i = 0;
   while (i < bounds.size() && seconds > bounds[i])
     ++i;
-  ++h.buckets[i];
-  h.sum += seconds;
-  ++h.count;
+  m.buckets[i].fetch_add(1, std::memory_order_relaxed);
+  m.nanos.fetch_add(static_cast<uint64_t>(std::max(seconds, 0.0) * 1e9),
+                    std::memory_order_relaxed);
+  m.unary.fetch_add(1, std::memory_order_relaxed);
 }
 
 void request_metrics::http_finished(const std::string& route, int status) {
@@ -392,20 +410,37 @@ void request_metrics::render(std::string& out) const {
   }
   family(out, "recoverd_grpc_requests_total", "counter",
          "gRPC calls finished, by method and status code.");
-  for (const auto& [key, n] : calls_)
-    sample(out, "recoverd_grpc_requests_total",
-           {{"method", key.first}, {"code", key.second}}, n);
+  for (const auto& [method, m] : methods_) {
+    // By the code's name, as a reader looks them up.
+    std::map<std::string, uint64_t> by_name;
+    for (size_t c = 0; c < m.by_code.size(); ++c)
+      if (auto n = m.by_code[c].load(std::memory_order_relaxed); n > 0)
+        by_name[status_code_name(static_cast<grpc::StatusCode>(c))] = n;
+    for (const auto& [code, n] : by_name)
+      sample(out, "recoverd_grpc_requests_total",
+             {{"method", method}, {"code", code}}, n);
+  }
   family(out, "recoverd_grpc_request_duration_seconds", "histogram",
          "Latency of unary gRPC calls, by method.");
-  for (const auto& [method, h] : latency_)
+  for (const auto& [method, m] : methods_) {
+    auto count = m.unary.load(std::memory_order_relaxed);
+    if (count == 0)
+      continue;
+    std::vector<uint64_t> buckets;
+    for (const auto& b : m.buckets)
+      buckets.push_back(b.load(std::memory_order_relaxed));
+    auto sum = static_cast<double>(m.nanos.load(std::memory_order_relaxed))
+               / 1e9;
     histogram_samples(out, "recoverd_grpc_request_duration_seconds",
-                      {{"method", method}}, latency_bounds(), h.buckets, 1.0,
-                      h.sum, h.count);
+                      {{"method", method}}, latency_bounds(), buckets, 1.0,
+                      sum, count);
+  }
   family(out, "recoverd_grpc_open_streams", "gauge",
          "Server streams open now, by method.");
-  for (const auto& [method, n] : open_streams_)
-    sample(out, "recoverd_grpc_open_streams", {{"method", method}},
-           std::to_string(n));
+  for (const auto& [method, m] : methods_)
+    if (m.streamed.load(std::memory_order_relaxed))
+      sample(out, "recoverd_grpc_open_streams", {{"method", method}},
+             std::to_string(m.open.load(std::memory_order_relaxed)));
   family(out, "recoverd_http_requests_total", "counter",
          "HTTP requests answered, by route and status.");
   for (const auto& [key, n] : http_)
@@ -422,7 +457,7 @@ void request_metrics::render(std::string& out) const {
 
 std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>
 make_metrics_interceptor(request_metrics& m, std::set<std::string> known) {
-  return std::make_unique<metrics_interceptor_factory>(m, std::move(known));
+  return std::make_unique<metrics_interceptor_factory>(m, known);
 }
 
 std::set<std::string> grpc_methods(const std::vector<std::string>& services) {

@@ -4,6 +4,8 @@
 /// latencies recorded at the edge, plus the cluster figures the inspector
 /// computes from the log and the actors.
 
+#include <array>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -30,13 +32,41 @@ public:
   /// Upper bounds of the latency buckets, in seconds.
   static const std::vector<double>& latency_bounds();
 
+  /// Latency buckets: one per bound, and +Inf.
+  static constexpr size_t latency_buckets = 15;
+
+  /// One method's call counters. The calls update them without a lock;
+  /// the lock only guards the set of methods.
+  struct method_counters {
+    /// Finished calls by status code (gRPC's 0..16; others count as
+    /// UNKNOWN).
+    std::array<std::atomic<uint64_t>, 17> by_code{};
+    /// Unary latencies, not cumulative.
+    std::array<std::atomic<uint64_t>, latency_buckets> buckets{};
+    std::atomic<uint64_t> nanos{0}; ///< Sum of the unary latencies.
+    std::atomic<uint64_t> unary{0}; ///< Unary calls finished.
+    std::atomic<int64_t> open{0};   ///< Streams open now.
+    std::atomic<bool> streamed{false}; ///< A stream was ever opened.
+  };
+
+  /// The counters of `method`, made on first use; they live as long as
+  /// this object, so a call may keep them.
+  method_counters& counters(const std::string& method);
+
   /// A call of `method` began; `streaming` for server-streaming calls.
   void rpc_started(const std::string& method, bool streaming);
+
+  /// `rpc_started` on the counters of the method.
+  static void rpc_started(method_counters& m, bool streaming);
 
   /// A call of `method` ended with `code` after `seconds` (latency is
   /// recorded for unary calls only).
   void rpc_finished(const std::string& method, bool streaming,
                     grpc::StatusCode code, double seconds);
+
+  /// `rpc_finished` on the counters of the method.
+  static void rpc_finished(method_counters& m, bool streaming,
+                           grpc::StatusCode code, double seconds);
 
   /// An HTTP request for `route` was answered with `status`.
   void http_finished(const std::string& route, int status);
@@ -59,16 +89,9 @@ public:
   void render(std::string& out) const;
 
 private:
-  struct histogram {
-    std::vector<uint64_t> buckets; // not cumulative; last is +Inf
-    double sum = 0;
-    uint64_t count = 0;
-  };
-
   mutable std::mutex mtx_;
-  std::map<std::pair<std::string, std::string>, uint64_t> calls_;
-  std::map<std::string, histogram> latency_;
-  std::map<std::string, int64_t> open_streams_;
+  // Under the lock: nodes, so the counters stay where they are.
+  std::map<std::string, method_counters> methods_;
   std::map<std::pair<std::string, int>, uint64_t> http_;
   size_t http_timed_out_ = 0;
   size_t http_refused_ = 0;

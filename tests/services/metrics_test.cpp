@@ -1,0 +1,80 @@
+// The gRPC call counters behind /metrics: what a call adds, from many
+// threads at once, and how the page shows it.
+
+#include <doctest/doctest.h>
+
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "services/metrics.hpp"
+
+using namespace recoverd;
+
+namespace {
+
+bool has_line(const std::string& page, const std::string& line) {
+  return page.find("\n" + line + "\n") != std::string::npos;
+}
+
+} // namespace
+
+TEST_CASE("request metrics: calls from many threads all count, by method, "
+          "code and latency") {
+  request_metrics metrics;
+  CHECK(request_metrics::latency_bounds().size() + 1
+        == request_metrics::latency_buckets);
+  auto& report = metrics.counters("/Recover/ReportProcessFault");
+  CHECK(&report == &metrics.counters("/Recover/ReportProcessFault"));
+  constexpr int threads = 4;
+  constexpr int each = 5000;
+  std::vector<std::thread> ts;
+  for (int t = 0; t < threads; ++t)
+    ts.emplace_back([&] {
+      for (int i = 0; i < each; ++i) {
+        request_metrics::rpc_started(report, false);
+        request_metrics::rpc_finished(report, false,
+                                      i % 10 == 0
+                                        ? grpc::StatusCode::UNAVAILABLE
+                                        : grpc::StatusCode::OK,
+                                      i % 2 == 0 ? 0.0002 : 3.0);
+      }
+    });
+  for (auto& t : ts)
+    t.join();
+  metrics.rpc_started("/Recover/Subscribe", true);
+  metrics.rpc_started("/Recover/Subscribe", true);
+  metrics.rpc_finished("/Recover/Subscribe", true,
+                       grpc::StatusCode::CANCELLED, 9.0);
+  // A code gRPC does not define counts as UNKNOWN.
+  metrics.rpc_finished("other", false, static_cast<grpc::StatusCode>(99),
+                       0.1);
+  std::string page;
+  metrics.render(page);
+  const std::string m = "method=\"/Recover/ReportProcessFault\"";
+  CHECK(has_line(page, "recoverd_grpc_requests_total{" + m
+                         + ",code=\"OK\"} 18000"));
+  CHECK(has_line(page, "recoverd_grpc_requests_total{" + m
+                         + ",code=\"UNAVAILABLE\"} 2000"));
+  CHECK(has_line(page, "recoverd_grpc_request_duration_seconds_bucket{" + m
+                         + ",le=\"0.0005\"} 10000"));
+  CHECK(has_line(page, "recoverd_grpc_request_duration_seconds_bucket{" + m
+                         + ",le=\"2.5\"} 10000"));
+  CHECK(has_line(page, "recoverd_grpc_request_duration_seconds_bucket{" + m
+                         + ",le=\"5\"} 20000"));
+  CHECK(has_line(page, "recoverd_grpc_request_duration_seconds_count{" + m
+                         + "} 20000"));
+  CHECK(has_line(page, "recoverd_grpc_request_duration_seconds_sum{" + m
+                         + "} 30002"));
+  CHECK(has_line(page, "recoverd_grpc_requests_total{method=\"/Recover/"
+                       "Subscribe\",code=\"CANCELLED\"} 1"));
+  CHECK(has_line(page, "recoverd_grpc_open_streams{method=\"/Recover/"
+                       "Subscribe\"} 1"));
+  CHECK(has_line(page, "recoverd_grpc_requests_total{method=\"other\","
+                       "code=\"UNKNOWN\"} 1"));
+  MESSAGE("a stream's latency is not a unary call's; a unary call opens no "
+          "stream");
+  CHECK(page.find("duration_seconds_count{method=\"/Recover/Subscribe\"")
+        == std::string::npos);
+  CHECK(page.find("open_streams{" + m) == std::string::npos);
+}
