@@ -1,5 +1,7 @@
 #pragma once
 
+#include <optional>
+
 #include <vector>
 
 #include "actors/actors.hpp"
@@ -30,6 +32,10 @@ struct job_state {
   std::vector<om_sink_ptr> operators;
   /// What was written since the last snapshot (see `snapshot_due`).
   snapshot_tail tail;
+  /// `model.spec` encoded for a snapshot, kept until an event changes the
+  /// spec (see `touches_spec`): a large job's spec is most of its
+  /// snapshot, and flow steps leave it as it is.
+  std::optional<std::string> spec_bytes;
   /// When the flow timers on their way are due (Unix ms). CAF cannot take
   /// a delayed message back, so a timer stays in memory until it is due: a
   /// wait whose deadline is later than one of these arms none, and the

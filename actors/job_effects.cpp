@@ -24,24 +24,27 @@ bool changes_annotations(const event_body& body) {
     || std::holds_alternative<job_put>(body);
 }
 
-// The snapshot of `model` once `evs` are applied. The spec is most of a
+// The snapshot of `st.model` once `evs` are applied. The spec is most of a
 // large job's model and flow steps leave it as it is: then the copy that
 // takes the events is made with the spec set aside, and the snapshot takes
-// the spec from `model` (256 ranks: 1.2% of a report's CPU was the copy).
-std::string snapshot_after(job_model& model, const std::vector<event>& evs) {
+// the spec's bytes from the last one (256 ranks: the copy was 1.2% of a
+// report's CPU, the spec's encoding about as much).
+std::string snapshot_after(job_state& st, const std::vector<event>& evs) {
   auto keeps_spec = std::none_of(evs.begin(), evs.end(), [](const event& ev) {
     return touches_spec(ev.body);
   });
   if (!keeps_spec)
-    return storage::encode_snapshot(fold(model, evs));
+    return storage::encode_snapshot(fold(st.model, evs));
+  if (!st.spec_bytes)
+    st.spec_bytes = storage::encode_spec(st.model.spec);
   struct spec_aside {
     job_model& m;
     job_spec spec;
     ~spec_aside() {
       m.spec = std::move(spec);
     }
-  } aside{model, std::exchange(model.spec, job_spec{})};
-  return storage::encode_snapshot(fold(model, evs), aside.spec);
+  } aside{st.model, std::exchange(st.model.spec, job_spec{})};
+  return storage::encode_snapshot(fold(st.model, evs), *st.spec_bytes);
 }
 
 // What the log line of a flow's end says, taken from the model before the
@@ -423,7 +426,7 @@ void commit(job_self self, std::vector<event_body> bodies,
     // The one copy of the model, every so many events: the snapshot goes
     // into the same write as the events it follows.
     snapshots.push_back(
-      {records.front().job_id, seq, snapshot_after(st.model, evs)});
+      {records.front().job_id, seq, snapshot_after(st, evs)});
     tail = {0, 0, snapshots.back().bytes.size()};
   }
   auto count = evs.size();
@@ -454,6 +457,8 @@ void commit(job_self self, std::vector<event_body> bodies,
           auto ended = ending_flow(st.model, ev);
           auto outcomes = st.model.rec.job.flows;
           auto time_ms = ev.time_ms;
+          if (touches_spec(ev.body))
+            st.spec_bytes.reset();
           apply_to(st.model, std::move(ev));
           if (ended) {
             const auto& job = st.model.rec.job;

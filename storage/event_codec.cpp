@@ -497,29 +497,41 @@ caf::expected<event> decode_event(std::string_view bytes) {
   return result;
 }
 
-std::string encode_snapshot(const job_model& state) {
-  return encode_snapshot(state, state.spec);
+namespace {
+
+// Everything of `state` a snapshot holds but the spec.
+void fill_state_but_spec(const job_model& state, pe::JobState& s) {
+  s.set_exists(state.exists);
+  s.set_inited(state.inited);
+  to_proto(state.init, *s.mutable_init());
+  s.set_registered(state.registered);
+  s.set_createdatms(state.created_at_ms);
+  s.set_updatedatms(state.updated_at_ms);
+  s.set_healthstate(state.health_state);
+  for (const auto& f : state.device_faults)
+    convert::to_proto(f, *s.add_devicefaults());
+  s.set_subscribergeneration(state.subscriber_generation);
+  s.set_owner(state.owner);
+  to_proto(state.rec, *s.mutable_recovery());
 }
 
-std::string encode_snapshot(const job_model& state, const job_spec& spec) {
+} // namespace
+
+std::string encode_snapshot(const job_model& state) {
   scratch_arena<encoding> arena;
   auto& out = arena.make<pe::Snapshot>();
   out.set_version(record_version);
   out.set_seq(state.seq);
   auto* s = out.mutable_state();
-  s->set_exists(state.exists);
-  convert::to_proto(spec, *s->mutable_spec());
-  s->set_inited(state.inited);
-  to_proto(state.init, *s->mutable_init());
-  s->set_registered(state.registered);
-  s->set_createdatms(state.created_at_ms);
-  s->set_updatedatms(state.updated_at_ms);
-  s->set_healthstate(state.health_state);
-  for (const auto& f : state.device_faults)
-    convert::to_proto(f, *s->add_devicefaults());
-  s->set_subscribergeneration(state.subscriber_generation);
-  s->set_owner(state.owner);
-  to_proto(state.rec, *s->mutable_recovery());
+  convert::to_proto(state.spec, *s->mutable_spec());
+  fill_state_but_spec(state, *s);
+  return out.SerializeAsString();
+}
+
+std::string encode_spec(const job_spec& spec) {
+  scratch_arena<encoding> arena;
+  auto& out = arena.make<recoverd::platform::v1::JobSpec>();
+  convert::to_proto(spec, out);
   return out.SerializeAsString();
 }
 
@@ -627,6 +639,14 @@ void append_varint(std::string& out, uint64_t x) {
   out.push_back(static_cast<char>(x));
 }
 
+// Appends the tag and length of message field `field`, whose `size` bytes
+// the caller appends next.
+void append_message_head(std::string& out, uint32_t field, size_t size) {
+  append_varint(out, (uint64_t{field} << 3)
+                       | static_cast<uint32_t>(wire::delimited));
+  append_varint(out, size);
+}
+
 // Splits the Snapshot record `bytes` into the record without its state's
 // spec (into `rest`) and the spec's bytes; false when they are not
 // well-formed.
@@ -649,9 +669,7 @@ bool split_spec(std::string_view bytes, std::string& rest,
       else
         state.append(x.whole);
     });
-    append_varint(rest, (uint64_t{pe::Snapshot::kStateFieldNumber} << 3)
-                          | static_cast<uint32_t>(wire::delimited));
-    append_varint(rest, state.size());
+    append_message_head(rest, pe::Snapshot::kStateFieldNumber, state.size());
     rest.append(state);
   });
   return ok && state_ok;
@@ -690,6 +708,32 @@ bool scan_spec(std::string_view bytes, job_spec& head, spec_size& size) {
 }
 
 } // namespace
+
+std::string encode_snapshot(const job_model& state,
+                            std::string_view spec_bytes) {
+  // The record as `encode_snapshot(state)` writes it, but for the order of
+  // the fields: the state's spec comes last, as the bytes given (a parser
+  // takes a message's fields in any order).
+  scratch_arena<encoding> arena;
+  auto& out = arena.make<pe::Snapshot>();
+  out.set_version(record_version);
+  out.set_seq(state.seq);
+  auto& s = arena.make<pe::JobState>();
+  fill_state_but_spec(state, s);
+  auto state_size = s.ByteSizeLong();
+  std::string spec_head;
+  append_message_head(spec_head, pe::JobState::kSpecFieldNumber,
+                      spec_bytes.size());
+  std::string result = out.SerializeAsString();
+  result.reserve(result.size() + 16 + state_size + spec_head.size()
+                 + spec_bytes.size());
+  append_message_head(result, pe::Snapshot::kStateFieldNumber,
+                      state_size + spec_head.size() + spec_bytes.size());
+  s.AppendToString(&result);
+  result += spec_head;
+  result += spec_bytes;
+  return result;
+}
 
 spec_size size_of(const job_spec& spec) {
   return {static_cast<int32_t>(spec.pods.size()), ranks_of(spec)};

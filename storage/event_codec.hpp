@@ -31,9 +31,13 @@ std::string encode_event(const event& ev);
 /// Encodes a job's state as a `Snapshot` record.
 std::string encode_snapshot(const job_model& state);
 
-/// Encodes a job's state as a `Snapshot` record, with `spec` for its spec
-/// (`state.spec` is not read).
-std::string encode_snapshot(const job_model& state, const job_spec& spec);
+/// Encodes `spec` as the spec of a `Snapshot` record.
+std::string encode_spec(const job_spec& spec);
+
+/// Encodes a job's state as a `Snapshot` record, with `spec_bytes` (from
+/// `encode_spec`) for its spec: `state.spec` is not read.
+std::string encode_snapshot(const job_model& state,
+                            std::string_view spec_bytes);
 
 /// Decodes a `Snapshot` record.
 [[nodiscard]] caf::expected<job_model> decode_snapshot(std::string_view bytes);

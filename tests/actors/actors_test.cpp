@@ -781,6 +781,38 @@ TEST_CASE_FIXTURE(registry_fixture, "snapshots stay every N events across "
 }
 
 
+TEST_CASE_FIXTURE(registry_fixture, "a snapshot after a spec change holds "
+                                    "the new spec, not the bytes kept from "
+                                    "the one before") {
+  auto annotate = [&](const std::string& value) {
+    request<annotations_view>(registry, annotate_atom::value, std::string{"j"},
+                              string_map{{"k", value}},
+                              std::vector<std::string>{},
+                              std::string{"platform"});
+  };
+  auto snapshot = [&] {
+    auto snap = log->snapshot("j");
+    REQUIRE(snap);
+    REQUIRE(snap->has_value());
+    auto state = storage::decode_snapshot((*snap)->bytes);
+    REQUIRE(state);
+    return std::make_pair((*snap)->seq, state->spec.annotations.at("k"));
+  };
+  put(test::make_job("j"));
+  annotate("a");
+  init("j"); // seq 3: a snapshot, of events that keep the spec
+  CHECK(snapshot() == std::make_pair(uint64_t{3}, std::string{"a"}));
+  annotate("b");
+  reg("j");
+  subscribe("j"); // seq 6: the same, after the spec changed
+  CHECK(snapshot() == std::make_pair(uint64_t{6}, std::string{"b"}));
+  restart();
+  auto replayed = storage::replay_job(*log, "j");
+  REQUIRE(replayed);
+  CHECK(replayed->events_replayed == 0);
+  CHECK(replayed->state.spec.annotations.at("k") == "b");
+}
+
 TEST_CASE_FIXTURE(registry_fixture, "a large job's snapshots wait until the "
                                     "events since weigh half of one, across "
                                     "restarts") {

@@ -1,10 +1,13 @@
 #include <doctest/doctest.h>
 
+#include <google/protobuf/util/message_differencer.h>
+
 #include <filesystem>
 #include <fstream>
 
 #include "actors/error.hpp"
 #include "actors/model/job_model.hpp"
+#include "events.pb.h"
 #include "fixtures/jobs.hpp"
 #include "fixtures/temp_dir.hpp"
 #include "storage/encoding.hpp"
@@ -283,6 +286,46 @@ TEST_CASE("snapshots round-trip the whole state") {
   CHECK(back->spec.pods.size() == m.spec.pods.size());
   CHECK(back->created_at_ms == 10);
   CHECK(back->updated_at_ms == 14);
+}
+
+// Whether two Snapshot records hold the same fields and values (their bytes
+// may differ: map entries and fields come in no fixed order).
+bool same_snapshot(const std::string& x, const std::string& y) {
+  recoverd::events::v1::Snapshot a;
+  recoverd::events::v1::Snapshot b;
+  return a.ParseFromString(x) && b.ParseFromString(y)
+         && google::protobuf::util::MessageDifferencer::Equals(a, b);
+}
+
+TEST_CASE("a snapshot with its spec's bytes given decodes as the one that "
+          "encodes the spec, in full and by its head") {
+  auto m = busy_model();
+  m.spec.annotations["x"] = "1";
+  auto spec_bytes = encode_spec(m.spec);
+  REQUIRE_FALSE(spec_bytes.empty());
+  auto spliced = encode_snapshot(m, spec_bytes);
+  auto whole = encode_snapshot(m);
+  CHECK(same_snapshot(spliced, whole));
+  auto a = decode_snapshot(spliced);
+  REQUIRE(a);
+  // Decoded, it encodes as it was: nothing was lost or changed.
+  CHECK(same_snapshot(encode_snapshot(*a), whole));
+  CHECK(a->spec.annotations.at("x") == "1");
+  spec_size size_a;
+  spec_size size_b;
+  auto head_a = decode_snapshot_head(spliced, size_a);
+  auto head_b = decode_snapshot_head(whole, size_b);
+  REQUIRE(head_a);
+  REQUIRE(head_b);
+  CHECK(size_a.pods == size_b.pods);
+  CHECK(size_a.ranks == size_b.ranks);
+  CHECK(head_a->spec.job_id == "j1");
+  CHECK(same_snapshot(encode_snapshot(*head_a), encode_snapshot(*head_b)));
+  MESSAGE("the state's own spec is not read");
+  auto other = m;
+  other.spec = test::make_job("elsewhere", 1, 8);
+  CHECK(same_snapshot(encode_snapshot(other, spec_bytes), whole));
+  CHECK_FALSE(same_snapshot(encode_snapshot(other), whole));
 }
 
 TEST_CASE("a snapshot's head decodes all but the spec's details, whose pods "
