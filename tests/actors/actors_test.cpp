@@ -156,6 +156,14 @@ struct registry_fixture : test::actor_fixture {
                                client_info{id, "taskd", "test"});
   }
 
+  /// Sets annotation "k" of job `id` to `value`, as the platform.
+  void annotate_k(const std::string& id, const std::string& value) {
+    request<annotations_view>(registry, annotate_atom::value, id,
+                              string_map{{"k", value}},
+                              std::vector<std::string>{},
+                              std::string{"platform"});
+  }
+
   std::shared_ptr<signal_sink> subscribe(const std::string& id) {
     auto sink = std::make_shared<signal_sink>();
     request<ok_atom>(registry, subscribe_atom::value,
@@ -664,10 +672,7 @@ TEST_CASE_FIXTURE(registry_fixture, "retention: a sweep over more live jobs "
   init("zz");
   reg("zz");
   auto annotate = [&](const std::string& value) {
-    request<annotations_view>(registry, annotate_atom::value,
-                              std::string{"zz"}, string_map{{"k", value}},
-                              std::vector<std::string>{},
-                              std::string{"platform"});
+    annotate_k("zz", value);
   };
   annotate("1");
   annotate("2");
@@ -749,10 +754,7 @@ TEST_CASE_FIXTURE(registry_fixture, "snapshots stay every N events across "
                                     "restarts, so the replayed tail stays "
                                     "short") {
   auto annotate = [&](const std::string& value) {
-    request<annotations_view>(registry, annotate_atom::value, std::string{"j"},
-                              string_map{{"k", value}},
-                              std::vector<std::string>{},
-                              std::string{"platform"});
+    annotate_k("j", value);
   };
   auto snapshot_seq = [&] {
     auto snap = log->snapshot("j");
@@ -785,10 +787,7 @@ TEST_CASE_FIXTURE(registry_fixture, "a snapshot after a spec change holds "
                                     "the new spec, not the bytes kept from "
                                     "the one before") {
   auto annotate = [&](const std::string& value) {
-    request<annotations_view>(registry, annotate_atom::value, std::string{"j"},
-                              string_map{{"k", value}},
-                              std::vector<std::string>{},
-                              std::string{"platform"});
+    annotate_k("j", value);
   };
   auto snapshot = [&] {
     auto snap = log->snapshot("j");
@@ -817,10 +816,7 @@ TEST_CASE_FIXTURE(registry_fixture, "a large job's snapshots wait until the "
                                     "events since weigh half of one, across "
                                     "restarts") {
   auto annotate = [&](const std::string& value) {
-    request<annotations_view>(registry, annotate_atom::value, std::string{"j"},
-                              string_map{{"k", value}},
-                              std::vector<std::string>{},
-                              std::string{"platform"});
+    annotate_k("j", value);
   };
   auto latest = [&] {
     auto snap = log->snapshot("j");

@@ -52,26 +52,20 @@ TEST_CASE("request metrics: calls from many threads all count, by method, "
   std::string page;
   metrics.render(page);
   const std::string m = "method=\"/Recover/ReportProcessFault\"";
-  CHECK(has_line(page, "recoverd_grpc_requests_total{" + m
-                         + ",code=\"OK\"} 18000"));
-  CHECK(has_line(page, "recoverd_grpc_requests_total{" + m
-                         + ",code=\"UNAVAILABLE\"} 2000"));
-  CHECK(has_line(page, "recoverd_grpc_request_duration_seconds_bucket{" + m
-                         + ",le=\"0.0005\"} 10000"));
-  CHECK(has_line(page, "recoverd_grpc_request_duration_seconds_bucket{" + m
-                         + ",le=\"2.5\"} 10000"));
-  CHECK(has_line(page, "recoverd_grpc_request_duration_seconds_bucket{" + m
-                         + ",le=\"5\"} 20000"));
-  CHECK(has_line(page, "recoverd_grpc_request_duration_seconds_count{" + m
-                         + "} 20000"));
-  CHECK(has_line(page, "recoverd_grpc_request_duration_seconds_sum{" + m
-                         + "} 30002"));
-  CHECK(has_line(page, "recoverd_grpc_requests_total{method=\"/Recover/"
-                       "Subscribe\",code=\"CANCELLED\"} 1"));
-  CHECK(has_line(page, "recoverd_grpc_open_streams{method=\"/Recover/"
-                       "Subscribe\"} 1"));
-  CHECK(has_line(page, "recoverd_grpc_requests_total{method=\"other\","
-                       "code=\"UNKNOWN\"} 1"));
+  const std::string calls = "recoverd_grpc_requests_total{";
+  const std::string latency = "recoverd_grpc_request_duration_seconds_";
+  for (const auto& line : std::vector<std::string>{
+         calls + m + ",code=\"OK\"} 18000",
+         calls + m + ",code=\"UNAVAILABLE\"} 2000",
+         latency + "bucket{" + m + ",le=\"0.0005\"} 10000",
+         latency + "bucket{" + m + ",le=\"2.5\"} 10000",
+         latency + "bucket{" + m + ",le=\"5\"} 20000",
+         latency + "count{" + m + "} 20000",
+         latency + "sum{" + m + "} 30002",
+         calls + "method=\"/Recover/Subscribe\",code=\"CANCELLED\"} 1",
+         "recoverd_grpc_open_streams{method=\"/Recover/Subscribe\"} 1",
+         calls + "method=\"other\",code=\"UNKNOWN\"} 1"})
+    CHECK_MESSAGE(has_line(page, line), line);
   MESSAGE("a stream's latency is not a unary call's; a unary call opens no "
           "stream");
   CHECK(page.find("duration_seconds_count{method=\"/Recover/Subscribe\"")
