@@ -423,8 +423,9 @@ void commit(job_self self, std::vector<event_body> bodies,
   for (const auto& r : records)
     tail.bytes += r.bytes.size();
   if (snapshot_due(tail, st.cfg.snapshot_every)) {
-    // The one copy of the model, every so many events: the snapshot goes
-    // into the same write as the events it follows.
+    // The one copy of the model (its spec left out when the events keep
+    // it), every so many events: the snapshot goes into the same write as
+    // the events it follows.
     snapshots.push_back(
       {records.front().job_id, seq, snapshot_after(st, evs)});
     tail = {0, 0, snapshots.back().bytes.size()};

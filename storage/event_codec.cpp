@@ -530,7 +530,7 @@ std::string encode_snapshot(const job_model& state) {
 
 std::string encode_spec(const job_spec& spec) {
   scratch_arena<encoding> arena;
-  auto& out = arena.make<recoverd::platform::v1::JobSpec>();
+  auto& out = arena.make<pp::JobSpec>();
   convert::to_proto(spec, out);
   return out.SerializeAsString();
 }
@@ -729,7 +729,11 @@ std::string encode_snapshot(const job_model& state,
                  + spec_bytes.size());
   append_message_head(result, pe::Snapshot::kStateFieldNumber,
                       state_size + spec_head.size() + spec_bytes.size());
-  s.AppendToString(&result);
+  // With the sizes `ByteSizeLong` cached: a map's are not cheap.
+  auto at = result.size();
+  result.resize(at + state_size);
+  s.SerializeWithCachedSizesToArray(
+    reinterpret_cast<uint8_t*>(result.data() + at));
   result += spec_head;
   result += spec_bytes;
   return result;
