@@ -229,7 +229,7 @@ public:
     : counters_(m),
       streaming_(streaming),
       start_(std::chrono::steady_clock::now()) {
-    request_metrics::rpc_started(counters_, streaming_);
+    counters_.started(streaming_);
   }
 
   ~metrics_interceptor() override {
@@ -253,7 +253,7 @@ private:
     auto seconds = std::chrono::duration<double>(
                      std::chrono::steady_clock::now() - start_)
                      .count();
-    request_metrics::rpc_finished(counters_, streaming_, code, seconds);
+    counters_.finished(streaming_, code, seconds);
   }
 
   request_metrics::method_counters& counters_;
@@ -307,41 +307,32 @@ request_metrics::counters(const std::string& method) {
   return methods_[method];
 }
 
-void request_metrics::rpc_started(const std::string& method, bool streaming) {
-  if (streaming)
-    rpc_started(counters(method), streaming);
-}
-
-void request_metrics::rpc_started(method_counters& m, bool streaming) {
+void request_metrics::method_counters::started(bool streaming) {
   if (!streaming)
     return;
-  m.open.fetch_add(1, std::memory_order_relaxed);
-  m.streamed.store(true, std::memory_order_relaxed);
+  open.fetch_add(1, std::memory_order_relaxed);
+  streamed.store(true, std::memory_order_relaxed);
 }
 
-void request_metrics::rpc_finished(const std::string& method, bool streaming,
-                                   grpc::StatusCode code, double seconds) {
-  rpc_finished(counters(method), streaming, code, seconds);
-}
-
-void request_metrics::rpc_finished(method_counters& m, bool streaming,
-                                   grpc::StatusCode code, double seconds) {
+void request_metrics::method_counters::finished(bool streaming,
+                                               grpc::StatusCode code,
+                                               double seconds) {
   auto c = static_cast<size_t>(code);
-  if (c >= m.by_code.size())
+  if (c >= by_code.size())
     c = static_cast<size_t>(grpc::StatusCode::UNKNOWN);
-  m.by_code[c].fetch_add(1, std::memory_order_relaxed);
+  by_code[c].fetch_add(1, std::memory_order_relaxed);
   if (streaming) {
-    m.open.fetch_sub(1, std::memory_order_relaxed);
+    open.fetch_sub(1, std::memory_order_relaxed);
     return;
   }
   const auto& bounds = latency_bounds();
   size_t i = 0;
   while (i < bounds.size() && seconds > bounds[i])
     ++i;
-  m.buckets[i].fetch_add(1, std::memory_order_relaxed);
-  m.nanos.fetch_add(static_cast<uint64_t>(std::max(seconds, 0.0) * 1e9),
-                    std::memory_order_relaxed);
-  m.unary.fetch_add(1, std::memory_order_relaxed);
+  buckets[i].fetch_add(1, std::memory_order_relaxed);
+  nanos.fetch_add(static_cast<uint64_t>(std::max(seconds, 0.0) * 1e9),
+                  std::memory_order_relaxed);
+  unary.fetch_add(1, std::memory_order_relaxed);
 }
 
 void request_metrics::http_finished(const std::string& route, int status) {

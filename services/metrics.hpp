@@ -47,26 +47,18 @@ public:
     std::atomic<uint64_t> unary{0}; ///< Unary calls finished.
     std::atomic<int64_t> open{0};   ///< Streams open now.
     std::atomic<bool> streamed{false}; ///< A stream was ever opened.
+
+    /// A call began; `streaming` for server-streaming calls.
+    void started(bool streaming);
+
+    /// A call ended with `code` after `seconds` (latency is recorded for
+    /// unary calls only).
+    void finished(bool streaming, grpc::StatusCode code, double seconds);
   };
 
   /// The counters of `method`, made on first use; they live as long as
   /// this object, so a call may keep them.
   method_counters& counters(const std::string& method);
-
-  /// A call of `method` began; `streaming` for server-streaming calls.
-  void rpc_started(const std::string& method, bool streaming);
-
-  /// `rpc_started` on the counters of the method.
-  static void rpc_started(method_counters& m, bool streaming);
-
-  /// A call of `method` ended with `code` after `seconds` (latency is
-  /// recorded for unary calls only).
-  void rpc_finished(const std::string& method, bool streaming,
-                    grpc::StatusCode code, double seconds);
-
-  /// `rpc_finished` on the counters of the method.
-  static void rpc_finished(method_counters& m, bool streaming,
-                           grpc::StatusCode code, double seconds);
 
   /// An HTTP request for `route` was answered with `status`.
   void http_finished(const std::string& route, int status);

@@ -32,23 +32,22 @@ TEST_CASE("request metrics: calls from many threads all count, by method, "
   for (int t = 0; t < threads; ++t)
     ts.emplace_back([&] {
       for (int i = 0; i < each; ++i) {
-        request_metrics::rpc_started(report, false);
-        request_metrics::rpc_finished(report, false,
-                                      i % 10 == 0
-                                        ? grpc::StatusCode::UNAVAILABLE
-                                        : grpc::StatusCode::OK,
-                                      i % 2 == 0 ? 0.0002 : 3.0);
+        report.started(false);
+        report.finished(false,
+                        i % 10 == 0 ? grpc::StatusCode::UNAVAILABLE
+                                    : grpc::StatusCode::OK,
+                        i % 2 == 0 ? 0.0002 : 3.0);
       }
     });
   for (auto& t : ts)
     t.join();
-  metrics.rpc_started("/Recover/Subscribe", true);
-  metrics.rpc_started("/Recover/Subscribe", true);
-  metrics.rpc_finished("/Recover/Subscribe", true,
-                       grpc::StatusCode::CANCELLED, 9.0);
+  metrics.counters("/Recover/Subscribe").started(true);
+  metrics.counters("/Recover/Subscribe").started(true);
+  metrics.counters("/Recover/Subscribe").finished(
+    true, grpc::StatusCode::CANCELLED, 9.0);
   // A code gRPC does not define counts as UNKNOWN.
-  metrics.rpc_finished("other", false, static_cast<grpc::StatusCode>(99),
-                       0.1);
+  metrics.counters("other").finished(false, static_cast<grpc::StatusCode>(99),
+                                     0.1);
   std::string page;
   metrics.render(page);
   const std::string m = "method=\"/Recover/ReportProcessFault\"";
