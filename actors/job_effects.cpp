@@ -24,29 +24,6 @@ bool changes_annotations(const event_body& body) {
     || std::holds_alternative<job_put>(body);
 }
 
-// The snapshot of `st.model` once `evs` are applied. The spec is most of a
-// large job's model and flow steps leave it as it is: then the copy that
-// takes the events is made with the spec set aside, and the snapshot takes
-// the spec's bytes from the last one (256 ranks: the copy was 1.2% of a
-// report's CPU, the spec's encoding about as much).
-std::string snapshot_after(job_state& st, const std::vector<event>& evs) {
-  auto keeps_spec = std::none_of(evs.begin(), evs.end(), [](const event& ev) {
-    return touches_spec(ev.body);
-  });
-  if (!keeps_spec)
-    return storage::encode_snapshot(fold(st.model, evs));
-  if (!st.spec_bytes)
-    st.spec_bytes = storage::encode_spec(st.model.spec);
-  struct spec_aside {
-    job_model& m;
-    job_spec spec;
-    ~spec_aside() {
-      m.spec = std::move(spec);
-    }
-  } aside{st.model, std::exchange(st.model.spec, job_spec{})};
-  return storage::encode_snapshot(fold(st.model, evs), *st.spec_bytes);
-}
-
 // What the log line of a flow's end says, taken from the model before the
 // step that ends it is applied (the step resets the flow).
 struct flow_end {
@@ -427,7 +404,8 @@ void commit(job_self self, std::vector<event_body> bodies,
     // it), every so many events: the snapshot goes into the same write as
     // the events it follows.
     snapshots.push_back(
-      {records.front().job_id, seq, snapshot_after(st, evs)});
+      {records.front().job_id, seq,
+       storage::encode_snapshot_after(st.model, st.spec_bytes, evs)});
     tail = {0, 0, snapshots.back().bytes.size()};
   }
   auto count = evs.size();

@@ -1,6 +1,8 @@
 #include "storage/event_codec.hpp"
 
+#include <algorithm>
 #include <array>
+#include <utility>
 
 #include <google/protobuf/arena.h>
 #include <google/protobuf/io/coded_stream.h>
@@ -533,6 +535,27 @@ std::string encode_spec(const job_spec& spec) {
   auto& out = arena.make<pp::JobSpec>();
   convert::to_proto(spec, out);
   return out.SerializeAsString();
+}
+
+std::string encode_snapshot_after(job_model& model,
+                                  std::optional<std::string>& spec_bytes,
+                                  const std::vector<event>& evs) {
+  auto keeps_spec = std::none_of(evs.begin(), evs.end(), [](const event& ev) {
+    return touches_spec(ev.body);
+  });
+  if (!keeps_spec)
+    return encode_snapshot(fold(model, evs));
+  if (!spec_bytes)
+    spec_bytes = encode_spec(model.spec);
+  // Back in the model however the encoding ends, an exception included.
+  struct spec_aside {
+    job_model& m;
+    job_spec spec;
+    ~spec_aside() {
+      m.spec = std::move(spec);
+    }
+  } aside{model, std::exchange(model.spec, job_spec{})};
+  return encode_snapshot(fold(model, evs), *spec_bytes);
 }
 
 caf::expected<job_model> decode_snapshot(std::string_view bytes) {

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <caf/expected.hpp>
 
@@ -38,6 +39,17 @@ std::string encode_spec(const job_spec& spec);
 /// `encode_spec`) for its spec: `state.spec` is not read.
 std::string encode_snapshot(const job_model& state,
                             std::string_view spec_bytes);
+
+/// The `Snapshot` record of `model` once `evs` (not yet applied to it) are:
+/// the events are folded into a copy of the model. The spec is most of a
+/// large job's model and flow steps leave it as it is: when no event
+/// touches it, the copy is made with the spec set aside (it is back in
+/// `model` on return) and the record takes the spec's bytes from
+/// `spec_bytes`, encoded there first when empty. Whoever applies an event
+/// that touches the spec to `model` resets `spec_bytes`.
+std::string encode_snapshot_after(job_model& model,
+                                  std::optional<std::string>& spec_bytes,
+                                  const std::vector<event>& evs);
 
 /// Decodes a `Snapshot` record.
 [[nodiscard]] caf::expected<job_model> decode_snapshot(std::string_view bytes);

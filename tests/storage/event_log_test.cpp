@@ -328,6 +328,34 @@ TEST_CASE("a snapshot with its spec's bytes given decodes as the one that "
   CHECK_FALSE(same_snapshot(encode_snapshot(other), whole));
 }
 
+TEST_CASE("a snapshot after events is the whole record of the folded model; "
+          "the spec's bytes are kept while the events leave the spec be") {
+  auto m = busy_model();
+  m.spec.annotations["x"] = "1";
+  auto before = encode_snapshot(m);
+  std::optional<std::string> spec_bytes;
+  std::vector<event> keep{
+    {m.seq + 1, 20, subscriber_attached{2, "taskd", "ipv4:10.0.0.1:1"}}};
+  auto kept = encode_snapshot_after(m, spec_bytes, keep);
+  CHECK(same_snapshot(kept, encode_snapshot(fold(m, keep))));
+  REQUIRE(spec_bytes.has_value());
+  CHECK(*spec_bytes == encode_spec(m.spec));
+  MESSAGE("the model itself, its spec included, is as it was");
+  CHECK(same_snapshot(encode_snapshot(m), before));
+  MESSAGE("an event that touches the spec: the snapshot encodes the new one; "
+          "the kept bytes are neither read nor changed");
+  std::vector<event> change{
+    {m.seq + 1, 20, annotations_changed{{{"x", "2"}}, {}, "platform"}}};
+  auto stale = *spec_bytes;
+  auto changed = encode_snapshot_after(m, spec_bytes, change);
+  auto back = decode_snapshot(changed);
+  REQUIRE(back);
+  CHECK(back->spec.annotations.at("x") == "2");
+  CHECK(same_snapshot(changed, encode_snapshot(fold(m, change))));
+  CHECK(*spec_bytes == stale);
+  CHECK(m.spec.annotations.at("x") == "1");
+}
+
 TEST_CASE("a snapshot's head decodes all but the spec's details, whose pods "
           "and ranks it counts; malformed bytes fail as in full") {
   auto m = busy_model();
