@@ -19,7 +19,8 @@
 // is measured as the job actor writes one (`encode_snapshot_after`): the
 // usual one, whose events leave the spec as it is, copies the model but the
 // spec and takes the spec's bytes kept from the one before; the first after
-// a spec change encodes the spec too. The rows "with its share of
+// a spec change encodes the spec again (one in the same commit as the
+// change copies and encodes the whole model). The rows "with its share of
 // snapshots" add the usual snapshot's cost divided by the absorbed steps
 // between two snapshots under the daemon's policy (`snapshot_due`), and
 // show what every 20 events would cost instead.
