@@ -94,8 +94,19 @@ template <>
 struct fmt::formatter<recoverd::om_kind>
   : vocabulary_formatter<recoverd::om_kind> {};
 
-#define ES_TRACE(...) SPDLOG_LOGGER_TRACE(&::recoverd::logger(), __VA_ARGS__)
-#define ES_DEBUG(...) SPDLOG_LOGGER_DEBUG(&::recoverd::logger(), __VA_ARGS__)
+/// Trace and debug lines check the level before anything else: below it,
+/// their arguments are not evaluated (spdlog's own macros evaluate them
+/// whenever SPDLOG_ACTIVE_LEVEL compiles the line in, as it does here).
+#define ES_BELOW_INFO_(level, log, ...)                                       \
+  do {                                                                         \
+    auto& es_logger_ = ::recoverd::logger();                                   \
+    if (es_logger_.should_log(level))                                          \
+      log(&es_logger_, __VA_ARGS__);                                           \
+  } while (false)
+#define ES_TRACE(...)                                                          \
+  ES_BELOW_INFO_(spdlog::level::trace, SPDLOG_LOGGER_TRACE, __VA_ARGS__)
+#define ES_DEBUG(...)                                                          \
+  ES_BELOW_INFO_(spdlog::level::debug, SPDLOG_LOGGER_DEBUG, __VA_ARGS__)
 #define ES_INFO(...) SPDLOG_LOGGER_INFO(&::recoverd::logger(), __VA_ARGS__)
 #define ES_WARN(...) SPDLOG_LOGGER_WARN(&::recoverd::logger(), __VA_ARGS__)
 #define ES_ERROR(...) SPDLOG_LOGGER_ERROR(&::recoverd::logger(), __VA_ARGS__)
