@@ -597,11 +597,12 @@ namespace {
 
 // Splits the Snapshot record `bytes` into the record without its state's
 // spec (into `rest`) and the spec's bytes; false when they are not
-// well-formed.
+// well-formed, or when the spec comes in more than one piece.
 bool split_spec(std::string_view bytes, std::string& rest,
                 std::string_view& spec) {
   rest.clear();
   bool state_ok = true;
+  size_t pieces = 0;
   bool ok = for_each_field(bytes, [&](const wire_field& top) {
     if (top.number != pe::Snapshot::kStateFieldNumber
         || top.type != wire::delimited) {
@@ -612,15 +613,19 @@ bool split_spec(std::string_view bytes, std::string& rest,
     state.clear();
     state_ok &= for_each_field(top.payload, [&](const wire_field& x) {
       if (x.number == pe::JobState::kSpecFieldNumber
-          && x.type == wire::delimited)
+          && x.type == wire::delimited) {
         spec = x.payload;
-      else
+        ++pieces;
+      } else {
         state.append(x.whole);
+      }
     });
     append_message_head(rest, pe::Snapshot::kStateFieldNumber, state.size());
     rest.append(state);
   });
-  return ok && state_ok;
+  // A parser merges the pieces of a spec (their pods add up); the encoder
+  // writes one, so a record in pieces is left to the full decoder.
+  return ok && state_ok && pieces <= 1;
 }
 
 // The id, name and namespace of the JobSpec `bytes` into `head`, and how
@@ -698,8 +703,8 @@ caf::expected<job_model> decode_snapshot_head(std::string_view bytes,
   std::string_view spec;
   job_spec head;
   if (!split_spec(bytes, rest, spec) || !scan_spec(spec, head, size)) {
-    // Not well-formed: the full decoder says why (or, should it succeed,
-    // its answer is as good).
+    // Not well-formed, or a spec in pieces: the full decoder says why (or,
+    // should it succeed, its answer is as good).
     auto full = decode_snapshot(bytes);
     if (full)
       size = size_of(full->spec);

@@ -67,7 +67,8 @@ spec_size size_of(const job_spec& spec);
 /// only the job's id, name and namespace, and `size` gets how many pods and
 /// ranks it has. What a job's digest needs, without decoding every pod and
 /// device of a large job (start-up after a crash). The spec's annotations
-/// are left out too.
+/// are left out too. A record whose spec comes in more than one piece
+/// (which a parser merges) is decoded in full.
 [[nodiscard]] caf::expected<job_model>
 decode_snapshot_head(std::string_view bytes, spec_size& size);
 

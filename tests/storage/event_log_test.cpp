@@ -14,6 +14,7 @@
 #include "storage/event_codec.hpp"
 #include "storage/event_log.hpp"
 #include "storage/replay.hpp"
+#include "storage/wire_form.hpp"
 #include "tools/dst/sim.hpp"
 
 using namespace recoverd;
@@ -394,6 +395,58 @@ TEST_CASE("a snapshot's head decodes all but the spec's details, whose pods "
     spec_size ignored;
     CHECK_FALSE(decode_snapshot(bad));
     CHECK_FALSE(decode_snapshot_head(bad, ignored));
+  }
+}
+
+TEST_CASE("a snapshot whose spec comes in two pieces decodes by its head as "
+          "in full, where the pieces merge") {
+  auto m = busy_model();
+  auto other = m;
+  other.spec = test::make_job("elsewhere", 1, 8);
+  recoverd::events::v1::Snapshot mine;
+  recoverd::events::v1::Snapshot theirs;
+  REQUIRE(mine.ParseFromString(encode_snapshot(m)));
+  REQUIRE(theirs.ParseFromString(encode_snapshot(other)));
+  auto spec_a = mine.state().spec().SerializeAsString();
+  auto spec_b = theirs.state().spec().SerializeAsString();
+  // A second state field that holds only a spec: a parser merges it into
+  // the first.
+  recoverd::events::v1::Snapshot extra;
+  *extra.mutable_state()->mutable_spec() = theirs.state().spec();
+  auto two_states = encode_snapshot(m) + extra.SerializeAsString();
+  // One state field with two spec fields.
+  auto state = mine.state();
+  state.clear_spec();
+  auto state_bytes = state.SerializeAsString();
+  for (const auto* x : {&spec_a, &spec_b}) {
+    append_message_head(state_bytes,
+                        recoverd::events::v1::JobState::kSpecFieldNumber,
+                        x->size());
+    state_bytes += *x;
+  }
+  recoverd::events::v1::Snapshot top;
+  top.set_version(mine.version());
+  top.set_seq(mine.seq());
+  auto two_specs = top.SerializeAsString();
+  append_message_head(two_specs,
+                      recoverd::events::v1::Snapshot::kStateFieldNumber,
+                      state_bytes.size());
+  two_specs += state_bytes;
+  for (const auto& bytes : {two_states, two_specs}) {
+    auto full = decode_snapshot(bytes);
+    REQUIRE(full);
+    // The pieces merged: the pods add up, the id is the later piece's.
+    CHECK(full->spec.pods.size() == m.spec.pods.size() + 1);
+    CHECK(full->spec.job_id == "elsewhere");
+    spec_size size;
+    auto head = decode_snapshot_head(bytes, size);
+    REQUIRE(head);
+    auto full_size = size_of(full->spec);
+    CHECK(size.pods == full_size.pods);
+    CHECK(size.ranks == full_size.ranks);
+    CHECK(head->spec.job_id == full->spec.job_id);
+    CHECK(head->spec.name == full->spec.name);
+    CHECK(head->spec.ns == full->spec.ns);
   }
 }
 
