@@ -534,6 +534,7 @@ report fuzz_http(const options& opts, daemon_under_test& d) {
   http.set_connection_timeout(5, 0);
   rng r{opts.seed};
   size_t next_seed = 0;
+  auto started = std::chrono::steady_clock::now();
   auto out = drive("http", opts, [&](report& out) {
     auto [method, target] = seeds[next_seed++ % seeds.size()];
     if (next_seed > seeds.size())
@@ -549,8 +550,13 @@ report fuzz_http(const options& opts, daemon_under_test& d) {
           && res.error() != httplib::Error::Connection
           && res.error() != httplib::Error::ConnectionTimeout)
         return;
+      // When it happened tells a stall of the daemon from a bad input.
+      auto at = std::chrono::duration<double>(std::chrono::steady_clock::now()
+                                              - started)
+                  .count();
       out.findings.push_back(method + " " + shown(target) + ": no answer ("
-                             + httplib::to_string(res.error()) + ")");
+                             + httplib::to_string(res.error()) + ") at "
+                             + std::to_string(static_cast<int>(at)) + " s");
       return;
     }
     if (res->status < 300)
@@ -568,10 +574,22 @@ report fuzz_http(const options& opts, daemon_under_test& d) {
 
 } // namespace
 
+std::vector<std::string> split_targets(const std::string& list) {
+  std::vector<std::string> out;
+  std::istringstream in{list};
+  std::string t;
+  while (std::getline(in, t, ','))
+    if (!t.empty())
+      out.push_back(t);
+  return out;
+}
+
 std::vector<report> run(const options& opts) {
   std::vector<report> out;
   auto wants = [&](const char* t) {
-    return opts.target == "all" || opts.target == t;
+    auto ts = split_targets(opts.target);
+    return std::find(ts.begin(), ts.end(), "all") != ts.end()
+      || std::find(ts.begin(), ts.end(), t) != ts.end();
   };
   if (wants("events"))
     out.push_back(fuzz_events(opts));

@@ -23,7 +23,7 @@ namespace recoverd::fuzz {
 struct options {
   /// Root of the corpus: one folder per target.
   std::string corpus;
-  /// "events", "grpc", "http" or "all".
+  /// "events", "grpc", "http", "all", or a comma-separated list of them.
   std::string target = "all";
   /// Seed of the mutations: the same seed, corpus and count repeat a run.
   uint64_t seed = 1;
@@ -32,6 +32,10 @@ struct options {
   /// Run each target this long instead of `iterations` (0: use iterations).
   double seconds = 0;
 };
+
+/// The targets named by `list` ("grpc,http" gives both; empty items are
+/// dropped).
+std::vector<std::string> split_targets(const std::string& list);
 
 /// What one target's run found.
 struct report {

@@ -20,8 +20,18 @@ int main(int argc, char** argv) {
   std::string write_events;
   cli.add_option("--corpus", opts.corpus, "corpus root (one folder per target)")
     ->capture_default_str();
-  cli.add_option("--target", opts.target, "events, grpc, http or all")
-    ->check(CLI::IsMember({"events", "grpc", "http", "all"}))
+  cli.add_option("--target", opts.target,
+                 "events, grpc, http, all, or a comma-separated list "
+                 "(grpc,http: the HTTP run follows the gRPC one on the same "
+                 "daemon)")
+    ->check(CLI::Validator(
+      [](std::string& value) -> std::string {
+        for (const auto& t : split_targets(value))
+          if (t != "events" && t != "grpc" && t != "http" && t != "all")
+            return "unknown target '" + t + "'";
+        return {};
+      },
+      "TARGETS"))
     ->capture_default_str();
   cli.add_option("--seed", opts.seed, "seed of the mutations")
     ->capture_default_str();
