@@ -27,6 +27,9 @@ constexpr auto ask_timeout = std::chrono::seconds(30);
 // Events read from the global order at a time.
 constexpr size_t tail_chunk = 4096;
 
+// Jobs whose full histories the inspector keeps for ListIncidents.
+constexpr size_t cached_histories = 8;
+
 // ListEvents page sizes.
 constexpr uint32_t default_page = 100;
 constexpr uint32_t max_page = 1000;
@@ -137,6 +140,64 @@ caf::error catch_up(self_ptr self) {
   }
 }
 
+// Whether the job's stored events are those of `c` plus appends: the same
+// first seq, and the same event still at the last seq folded.
+bool still_valid(self_ptr self, const std::string& id, uint64_t first,
+                 const cached_history& c) {
+  if (c.first_seq != first || c.history.seq() == 0)
+    return false;
+  auto xs = self->state.log->read(id, c.history.seq(), 1);
+  return xs && !xs->empty() && xs->front().seq == c.history.seq()
+         && xs->front().bytes == c.last_bytes;
+}
+
+// The full history of job `id`, whose first stored seq is `first`: from the
+// cache, with the events appended since folded in; folded from the start
+// when it is not cached or its events changed otherwise (a purge, a job
+// deleted and put again). Each ask used to fold the whole log of the job on
+// the inspector's one thread, so one long-lived job held up every other
+// question (/metrics among them) for as long as its log was long.
+caf::expected<const job_history*>
+incident_history(self_ptr self, const std::string& id, uint64_t first) {
+  auto& st = self->state;
+  auto& cache = st.incident_cache;
+  auto i = cache.find(id);
+  if (i != cache.end() && !still_valid(self, id, first, i->second)) {
+    cache.erase(i);
+    i = cache.end();
+  }
+  if (i == cache.end()) {
+    if (cache.size() >= cached_histories)
+      cache.erase(std::min_element(cache.begin(), cache.end(),
+                                   [](const auto& x, const auto& y) {
+                                     return x.second.used < y.second.used;
+                                   }));
+    i = cache.try_emplace(id).first;
+    i->second.first_seq = first;
+  }
+  auto& c = i->second;
+  c.used = ++st.incident_asks;
+  std::string last_bytes;
+  auto err = st.log->for_each(
+    id, c.history.seq() + 1,
+    [&](uint64_t seq, std::string_view bytes) -> caf::error {
+      auto ev = decode(id, seq, bytes);
+      if (!ev)
+        return ev.error();
+      ++st.incident_events_read;
+      c.history.add(*ev);
+      last_bytes.assign(bytes);
+      return caf::none;
+    });
+  if (err) {
+    cache.erase(i);
+    return err;
+  }
+  if (!last_bytes.empty())
+    c.last_bytes = std::move(last_bytes);
+  return &c.history;
+}
+
 job_view make_view(self_ptr self, job_inspection x) {
   job_view result;
   auto i = self->state.histories.find(x.model.spec.job_id);
@@ -159,6 +220,8 @@ component_status status_of(const inspector_state& st, status_verbosity v) {
   result.kind = inspector_state::name;
   result.counters["histories"] = st.histories.size();
   result.counters["position"] = st.position;
+  result.counters["incident_histories"] = st.incident_cache.size();
+  result.counters["incident_events_read"] = st.incident_events_read;
   // The histories are caught up lazily, before the next answer that needs
   // them: events appended since then are not folded yet.
   if (v == status_verbosity::detailed) {
@@ -369,26 +432,21 @@ inspector(inspector_actor::stateful_pointer<inspector_state> self,
       auto last = known_last_seq(self, id);
       if (!last)
         return last.error();
+      auto first = known_first_seq(self, id);
+      if (!first)
+        return first.error();
       // What the retention kept of removed events, then the incidents of
       // the stored ones (which start between two flows).
       auto kept = storage::kept_incidents(*self->state.log, id);
       if (!kept)
         return kept.error();
-      job_history h;
-      auto err = self->state.log->for_each(
-        id, 1, [&](uint64_t seq, std::string_view bytes) -> caf::error {
-          auto ev = decode(id, seq, bytes);
-          if (!ev)
-            return ev.error();
-          h.add(*ev);
-          return caf::none;
-        });
-      if (err)
-        return err;
+      auto h = incident_history(self, id, *first);
+      if (!h)
+        return h.error();
       auto xs = std::move(*kept);
-      for (auto& x : h.all())
+      for (auto& x : (*h)->all())
         xs.push_back(std::move(x));
-      return incident_list{std::move(xs), h.seq()};
+      return incident_list{std::move(xs), (*h)->seq()};
     },
     [=](at_atom, std::string& id, history_point& at) -> caf::result<job_at> {
       auto last = known_last_seq(self, id);

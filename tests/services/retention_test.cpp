@@ -175,6 +175,30 @@ struct retention_fixture {
     return result;
   }
 
+  void remove(const std::string& id) {
+    pb::JobRef req;
+    req.set_jobid(id);
+    pb::DeleteJobResponse resp;
+    auto c = ctx();
+    auto st = platform->DeleteJob(c.get(), req, &resp);
+    REQUIRE_MESSAGE(st.ok(), st.error_message());
+  }
+
+  /// The events the inspector has decoded for ListIncidents so far.
+  uint64_t incident_events_read() {
+    caf::scoped_actor self{daemon->system()};
+    uint64_t result = 0;
+    self
+      ->request(daemon->inspector(), caf::infinite, status_atom::value,
+                status_verbosity::info)
+      .receive(
+        [&](component_status& x) {
+          result = x.counters.at("incident_events_read");
+        },
+        [&](caf::error& err) { FAIL("no status: " << message_of(err)); });
+    return result;
+  }
+
   std::string metrics() {
     auto res = http->Get("/metrics");
     REQUIRE(res);
@@ -316,4 +340,58 @@ TEST_CASE("retention: a live job's old events go, its incidents stay, and "
           .find("recoverd_incident_time_lost_seconds_count{cause=\"agent-"
                 "report\"} 1")
         != std::string::npos);
+}
+
+TEST_CASE("incidents: a repeated ListIncidents reads only the events "
+          "appended since; a purge or a job put again after its history "
+          "went starts it over") {
+  retention_fixture fx;
+  fx.put("job");
+  agent::client agent{fx.daemon->address(), "job"};
+  test::attach_agent(fx, agent, "job");
+  recover_once(fx, agent, "job");
+  auto first = fx.incidents("job");
+  REQUIRE(first.incidents_size() == 1);
+  MESSAGE("the first ask reads the job's every event");
+  CHECK(fx.incident_events_read() == first.lastseq());
+  MESSAGE("asked again with nothing new: the same, nothing read");
+  CHECK(same_incidents(fx.incidents("job"), first));
+  CHECK(fx.incident_events_read() == first.lastseq());
+  MESSAGE("one more recovery: only its events are read");
+  recover_once(fx, agent, "job");
+  auto second = fx.incidents("job");
+  REQUIRE(second.incidents_size() == 2);
+  CHECK(MessageDifferencer::Equals(second.incidents(0), first.incidents(0)));
+  CHECK(second.incidents(1).outcome() == "recover-success");
+  CHECK(fx.incident_events_read() == second.lastseq());
+  MESSAGE("a fresh inspector (after a restart) folds the same");
+  fx.restart();
+  CHECK(same_incidents(fx.incidents("job"), second));
+  auto read = fx.incident_events_read();
+  CHECK(read == second.lastseq());
+  MESSAGE("a purge moves the first event: folded again from it, the same "
+          "incidents (kept ones first)");
+  *fx.now += 2 * hour;
+  fx.annotate("job", "k", "v");
+  auto stats = fx.purge();
+  REQUIRE(stats.live_events > 0);
+  auto purged = fx.incidents("job");
+  CHECK(same_incidents(purged, second));
+  auto stored = purged.lastseq() - stats.live_events;
+  CHECK(fx.incident_events_read() == read + stored);
+  MESSAGE("a job asked for, deleted, its history removed and put again "
+          "under the same id: its seqs start over, and so does the fold");
+  fx.put("other");
+  auto before = fx.incidents("other");
+  CHECK(before.incidents_size() == 0);
+  read = fx.incident_events_read();
+  fx.remove("other");
+  *fx.now += 2 * hour;
+  auto gone = fx.purge();
+  REQUIRE(gone.jobs == 1);
+  fx.put("other");
+  auto again = fx.incidents("other");
+  CHECK(again.incidents_size() == 0);
+  REQUIRE(again.lastseq() == before.lastseq());
+  CHECK(fx.incident_events_read() == read + again.lastseq());
 }
