@@ -301,7 +301,9 @@ using inspector_actor = caf::typed_actor<
   // the jobs asked for), each asked with the query's timeout: one that does
   // not answer in time is listed as unanswered.
   caf::replies_to<status_atom,
-                  status_query>::with<std::vector<component_status>>>
+                  status_query>::with<std::vector<component_status>>,
+  // Folds what was appended since the last fold, every second (self-sent).
+  caf::reacts_to<sweep_atom>>
   ::extend_with<status_client_actor>;
 
 } // namespace recoverd

@@ -27,6 +27,12 @@ constexpr auto ask_timeout = std::chrono::seconds(30);
 // Events read from the global order at a time.
 constexpr size_t tail_chunk = 4096;
 
+// How often the inspector folds what was appended since its last fold.
+// Lazily, only before an answer, an idle dashboard let the backlog grow
+// without bound, and the first question after a busy day read all of it
+// (from disk, no longer cached) while every other question waited.
+constexpr auto fold_interval = std::chrono::seconds(1);
+
 // Jobs whose full histories the inspector keeps for ListIncidents.
 constexpr size_t cached_histories = 8;
 
@@ -349,6 +355,7 @@ inspector(inspector_actor::stateful_pointer<inspector_state> self,
   st.registry = std::move(registry);
   st.journal = std::move(journal);
   st.hub = std::move(hub);
+  self->delayed_send(self, fold_interval, sweep_atom::value);
   return {
     [=](list_atom, std::string& ns) -> caf::result<std::vector<job_view>> {
       auto rp = self->make_response_promise<std::vector<job_view>>();
@@ -510,6 +517,16 @@ inspector(inspector_actor::stateful_pointer<inspector_state> self,
     },
     [=](status_atom, status_verbosity v) -> component_status {
       return status_of(self->state, v);
+    },
+    [=](sweep_atom) {
+      // A failed read is retried at the next fold; an answer that needs
+      // the histories reports it.
+      auto err = catch_up(self);
+      auto what = err ? message_of(err) : std::string{};
+      if (!what.empty() && what != self->state.fold_error)
+        ES_WARN("inspector could not fold the log: {}", what);
+      self->state.fold_error = std::move(what);
+      self->delayed_send(self, fold_interval, sweep_atom::value);
     },
     [=](status_atom,
         status_query& q) -> caf::result<std::vector<component_status>> {

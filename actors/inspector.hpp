@@ -46,6 +46,9 @@ struct inspector_state {
   uint64_t incident_asks = 0;
   /// Events decoded for incidents so far: what the cache saves shows here.
   uint64_t incident_events_read = 0;
+  /// Why the last periodic fold failed; empty when it did not (a failure
+  /// is logged once, not every second).
+  std::string fold_error;
 
   static inline const char* name = "inspector";
 };

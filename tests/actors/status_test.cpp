@@ -175,6 +175,32 @@ TEST_CASE_FIXTURE(status_fixture,
 }
 
 TEST_CASE_FIXTURE(status_fixture,
+                  "inspector: folds what was appended every second, asked "
+                  "or not") {
+  put("a", true);
+  put("b");
+  auto before = status(inspector_hdl, status_verbosity::detailed);
+  REQUIRE(log->last_position() > 0);
+  CHECK(before.counters["unfolded"] == log->last_position());
+  CHECK(before.counters["histories"] == 0);
+  MESSAGE("its timer fires: nothing is left to fold, nobody asked");
+  fire_timers();
+  auto after = status(inspector_hdl, status_verbosity::detailed);
+  CHECK(after.counters["unfolded"] == 0);
+  CHECK(after.counters["position"] == log->last_position());
+  CHECK(after.counters["histories"] == 2);
+  MESSAGE("and again after more appends: the timer was armed again");
+  put("c");
+  CHECK(status(inspector_hdl, status_verbosity::detailed)
+          .counters["unfolded"]
+        > 0);
+  fire_timers();
+  auto again = status(inspector_hdl, status_verbosity::detailed);
+  CHECK(again.counters["unfolded"] == 0);
+  CHECK(again.counters["histories"] == 3);
+}
+
+TEST_CASE_FIXTURE(status_fixture,
                   "status: the journal reports a storage failure as a "
                   "problem") {
   put("a");
