@@ -276,30 +276,37 @@ using job_registry_actor = caf::typed_actor<
                   list_atom>::with<std::vector<component_status>>>
   ::extend_with<status_client_actor>;
 
-/// The INSPECTOR: read-only views for Inspect, HTTP and /metrics. Reads the
-/// event log (run it detached: reads block) and asks the registry for what
-/// only live jobs know. Never changes a job. Answers the shared status
-/// request (STATUS CLIENT) and collects everyone's.
-using inspector_actor = caf::typed_actor<
-  // ListJobs, filtered by namespace ("" = all), ordered by job id.
-  caf::replies_to<list_atom, std::string>::with<std::vector<job_view>>,
-  // GetJob.
-  caf::replies_to<get_atom, std::string>::with<job_view>,
+/// The HISTORIAN: one job's past, read from the event log on demand (run it
+/// detached: reads block, and a long job's history takes a while). Apart
+/// from the inspector, so that a post-mortem of a long job never holds up
+/// the dashboards' and /metrics' questions. Never changes a job.
+using historian_actor = caf::typed_actor<
   // ListEvents: job, first seq, most events.
   caf::replies_to<events_atom, std::string, uint64_t,
                   uint32_t>::with<event_page>,
   // ListIncidents.
   caf::replies_to<incidents_atom, std::string>::with<incident_list>,
   // GetJobAt.
-  caf::replies_to<at_atom, std::string, history_point>::with<job_at>,
+  caf::replies_to<at_atom, std::string, history_point>::with<job_at>>
+  ::extend_with<status_client_actor>;
+
+/// The INSPECTOR: read-only views of the fleet for Inspect, HTTP and
+/// /metrics. Reads the event log (run it detached: reads block) and asks the
+/// registry for what only live jobs know. Never changes a job. Answers the
+/// shared status request (STATUS CLIENT) and collects everyone's.
+using inspector_actor = caf::typed_actor<
+  // ListJobs, filtered by namespace ("" = all), ordered by job id.
+  caf::replies_to<list_atom, std::string>::with<std::vector<job_view>>,
+  // GetJob.
+  caf::replies_to<get_atom, std::string>::with<job_view>,
   // The figures of /metrics.
   caf::replies_to<metrics_atom>::with<cluster_stats>,
   // GetStats: the fleet's goodput and every existing job's ("" = all), or
   // one job's.
   caf::replies_to<goodput_atom, std::string>::with<goodput_report>,
-  // The status of every component (registry, journal, hub, inspector, and
-  // the jobs asked for), each asked with the query's timeout: one that does
-  // not answer in time is listed as unanswered.
+  // The status of every component (registry, journal, hub, inspector,
+  // historian, and the jobs asked for), each asked with the query's
+  // timeout: one that does not answer in time is listed as unanswered.
   caf::replies_to<status_atom,
                   status_query>::with<std::vector<component_status>>,
   // Folds what was appended since the last fold, every second (self-sent).

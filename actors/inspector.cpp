@@ -7,12 +7,12 @@
 #include "actors/config.hpp"
 #include "actors/error.hpp"
 #include "actors/event_hub.hpp"
+#include "actors/historian.hpp"
 #include "actors/job_registry.hpp"
 #include "actors/journal.hpp"
 #include "actors/log.hpp"
 #include "storage/event_codec.hpp"
 #include "storage/event_log.hpp"
-#include "storage/replay.hpp"
 #include "storage/retention.hpp"
 
 namespace recoverd {
@@ -32,62 +32,6 @@ constexpr size_t tail_chunk = 4096;
 // without bound, and the first question after a busy day read all of it
 // (from disk, no longer cached) while every other question waited.
 constexpr auto fold_interval = std::chrono::seconds(1);
-
-// Jobs whose full histories the inspector keeps for ListIncidents.
-constexpr size_t cached_histories = 8;
-
-// ListEvents page sizes.
-constexpr uint32_t default_page = 100;
-constexpr uint32_t max_page = 1000;
-
-caf::error bad(const std::string& field, const std::string& what) {
-  return make_error(errc::invalid_argument, field + ": " + what);
-}
-
-caf::expected<event> decode(const std::string& job_id, uint64_t seq,
-                            std::string_view bytes) {
-  auto ev = storage::decode_event(bytes);
-  if (!ev)
-    return make_error(errc::corrupt_record,
-                      "job " + job_id + " event " + std::to_string(seq) + ": "
-                        + message_of(ev.error()));
-  return ev;
-}
-
-inspected_event render(const std::string& job_id, const event& ev,
-                       std::string bytes) {
-  return {job_id,   ev.seq, ev.time_ms, kind_name(ev.body), describe(ev),
-          std::move(bytes)};
-}
-
-// The job's last seq; unknown_job when it has no events at all.
-caf::expected<uint64_t> known_last_seq(self_ptr self, const std::string& id) {
-  if (auto err = validate_job_id(id))
-    return to_error(err);
-  auto last = self->state.log->last_seq(id);
-  if (!last)
-    return last.error();
-  if (*last == 0)
-    return make_error(errc::unknown_job, "job " + id + " has no events");
-  return last;
-}
-
-// The first stored seq of a job that has events.
-caf::expected<uint64_t> known_first_seq(self_ptr self, const std::string& id) {
-  auto first = self->state.log->first_seq(id);
-  if (!first)
-    return first.error();
-  return std::max<uint64_t>(*first, 1);
-}
-
-caf::error purged_before(const std::string& id, uint64_t first,
-                         const std::string& what) {
-  return make_error(errc::history_purged,
-                    "job " + id + ": " + what
-                      + " was removed by the retention (--retention); the "
-                        "job's first kept event is seq "
-                      + std::to_string(first));
-}
 
 // A job whose history starts at `first_seq`, after the retention removed
 // its oldest events: starts its history with what the log kept of them, so
@@ -130,7 +74,7 @@ caf::error catch_up(self_ptr self) {
     if (!xs)
       return xs.error();
     for (const auto& x : *xs) {
-      auto ev = decode(x.job_id, x.seq, x.bytes);
+      auto ev = storage::decode_stored_event(x.job_id, x.seq, x.bytes);
       if (!ev)
         return ev.error();
       auto [i, added] = st.histories.try_emplace(x.job_id, size_t{1});
@@ -144,64 +88,6 @@ caf::error catch_up(self_ptr self) {
     if (xs->size() < tail_chunk)
       return caf::none;
   }
-}
-
-// Whether the job's stored events are those of `c` plus appends: the same
-// first seq, and the same event still at the last seq folded.
-bool still_valid(self_ptr self, const std::string& id, uint64_t first,
-                 const cached_history& c) {
-  if (c.first_seq != first || c.history.seq() == 0)
-    return false;
-  auto xs = self->state.log->read(id, c.history.seq(), 1);
-  return xs && !xs->empty() && xs->front().seq == c.history.seq()
-         && xs->front().bytes == c.last_bytes;
-}
-
-// The full history of job `id`, whose first stored seq is `first`: from the
-// cache, with the events appended since folded in; folded from the start
-// when it is not cached or its events changed otherwise (a purge, a job
-// deleted and put again). Each ask used to fold the whole log of the job on
-// the inspector's one thread, so one long-lived job held up every other
-// question (/metrics among them) for as long as its log was long.
-caf::expected<const job_history*>
-incident_history(self_ptr self, const std::string& id, uint64_t first) {
-  auto& st = self->state;
-  auto& cache = st.incident_cache;
-  auto i = cache.find(id);
-  if (i != cache.end() && !still_valid(self, id, first, i->second)) {
-    cache.erase(i);
-    i = cache.end();
-  }
-  if (i == cache.end()) {
-    if (cache.size() >= cached_histories)
-      cache.erase(std::min_element(cache.begin(), cache.end(),
-                                   [](const auto& x, const auto& y) {
-                                     return x.second.used < y.second.used;
-                                   }));
-    i = cache.try_emplace(id).first;
-    i->second.first_seq = first;
-  }
-  auto& c = i->second;
-  c.used = ++st.incident_asks;
-  std::string last_bytes;
-  auto err = st.log->for_each(
-    id, c.history.seq() + 1,
-    [&](uint64_t seq, std::string_view bytes) -> caf::error {
-      auto ev = decode(id, seq, bytes);
-      if (!ev)
-        return ev.error();
-      ++st.incident_events_read;
-      c.history.add(*ev);
-      last_bytes.assign(bytes);
-      return caf::none;
-    });
-  if (err) {
-    cache.erase(i);
-    return err;
-  }
-  if (!last_bytes.empty())
-    c.last_bytes = std::move(last_bytes);
-  return &c.history;
 }
 
 job_view make_view(self_ptr self, job_inspection x) {
@@ -226,8 +112,6 @@ component_status status_of(const inspector_state& st, status_verbosity v) {
   result.kind = inspector_state::name;
   result.counters["histories"] = st.histories.size();
   result.counters["position"] = st.position;
-  result.counters["incident_histories"] = st.incident_cache.size();
-  result.counters["incident_events_read"] = st.incident_events_read;
   // The histories are caught up lazily, before the next answer that needs
   // them: events appended since then are not folded yet.
   if (v == status_verbosity::detailed) {
@@ -253,7 +137,7 @@ using status_round_ptr = std::shared_ptr<status_round>;
 
 // Slots of `status_round::parts`.
 enum status_part : size_t { registry_part, journal_part, hub_part,
-                            inspector_part, status_parts };
+                            inspector_part, historian_part, status_parts };
 
 // Counts one answer in; the last one delivers every status.
 void answered(const status_round_ptr& r) {
@@ -345,7 +229,8 @@ void ask_job_status(self_ptr self, const status_round_ptr& r,
 inspector_actor::behavior_type
 inspector(inspector_actor::stateful_pointer<inspector_state> self,
           const storage::event_log* log, job_registry_actor registry,
-          journal_actor journal, event_hub_actor hub) {
+          journal_actor journal, event_hub_actor hub,
+          historian_actor historian) {
   if (log == nullptr) {
     self->quit(make_error(errc::invalid_argument, "inspector has no log"));
     return inspector_actor::behavior_type::make_empty_behavior();
@@ -355,6 +240,7 @@ inspector(inspector_actor::stateful_pointer<inspector_state> self,
   st.registry = std::move(registry);
   st.journal = std::move(journal);
   st.hub = std::move(hub);
+  st.historian = std::move(historian);
   self->delayed_send(self, fold_interval, sweep_atom::value);
   return {
     [=](list_atom, std::string& ns) -> caf::result<std::vector<job_view>> {
@@ -401,120 +287,6 @@ inspector(inspector_actor::stateful_pointer<inspector_state> self,
           [=](caf::error& err) mutable { rp.deliver(err); });
       return rp;
     },
-    [=](events_atom, std::string& id, uint64_t from,
-        uint32_t limit) -> caf::result<event_page> {
-      auto last = known_last_seq(self, id);
-      if (!last)
-        return last.error();
-      auto first = known_first_seq(self, id);
-      if (!first)
-        return first.error();
-      if (limit == 0)
-        limit = default_page;
-      limit = std::min(limit, max_page);
-      // Events the retention removed are not an error: the page starts at
-      // the first kept one, and says so.
-      from = std::max<uint64_t>(from, 1);
-      auto xs = self->state.log->read(id, from, limit);
-      if (!xs)
-        return xs.error();
-      event_page page;
-      page.first_seq = *first;
-      for (auto& x : *xs) {
-        auto ev = decode(id, x.seq, x.bytes);
-        if (!ev)
-          return ev.error();
-        page.events.push_back(render(id, *ev, std::move(x.bytes)));
-      }
-      page.last_seq = *last;
-      if (!page.events.empty()) {
-        auto back = page.events.back().seq;
-        page.last_seq = std::max(page.last_seq, back);
-        if (back < page.last_seq)
-          page.next_seq = back + 1;
-      }
-      return page;
-    },
-    [=](incidents_atom, std::string& id) -> caf::result<incident_list> {
-      auto last = known_last_seq(self, id);
-      if (!last)
-        return last.error();
-      auto first = known_first_seq(self, id);
-      if (!first)
-        return first.error();
-      // What the retention kept of removed events, then the incidents of
-      // the stored ones (which start between two flows).
-      auto kept = storage::kept_incidents(*self->state.log, id);
-      if (!kept)
-        return kept.error();
-      auto h = incident_history(self, id, *first);
-      if (!h)
-        return h.error();
-      auto xs = std::move(*kept);
-      for (auto& x : (*h)->all())
-        xs.push_back(std::move(x));
-      return incident_list{std::move(xs), (*h)->seq()};
-    },
-    [=](at_atom, std::string& id, history_point& at) -> caf::result<job_at> {
-      auto last = known_last_seq(self, id);
-      if (!last)
-        return last.error();
-      if (!at.by_time && at.seq == 0)
-        return bad("seq", "must be >= 1");
-      if (!at.by_time && at.seq > *last)
-        return bad("seq", std::to_string(at.seq) + " is after the job's last "
-                            "event " + std::to_string(*last));
-      auto first = known_first_seq(self, id);
-      if (!first)
-        return first.error();
-      if (!at.by_time && at.seq < *first)
-        return purged_before(id, *first,
-                             "the state at seq " + std::to_string(at.seq));
-      // One pass for the point (a time needs every event's time) and the
-      // flow running there; the state itself comes from replay.
-      job_history h;
-      uint64_t target = 0;
-      auto done = make_error(errc::overloaded, "done");
-      auto err = self->state.log->for_each(
-        id, 1, [&](uint64_t seq, std::string_view bytes) -> caf::error {
-          auto ev = decode(id, seq, bytes);
-          if (!ev)
-            return ev.error();
-          if (at.by_time ? ev->time_ms > at.time_ms : seq > at.seq)
-            return done;
-          h.add(*ev);
-          target = seq;
-          return caf::none;
-        });
-      if (err && err != done)
-        return err;
-      if (target == 0 && *first > 1)
-        return purged_before(id, *first,
-                             "the state at time "
-                               + std::to_string(at.time_ms));
-      if (target == 0)
-        return bad("timeMs", "job " + id + " has no event at or before "
-                               + std::to_string(at.time_ms));
-      auto replayed = storage::replay_job(*self->state.log, id, target);
-      if (!replayed)
-        return replayed.error();
-      auto xs = self->state.log->read(id, target, 1);
-      if (!xs)
-        return xs.error();
-      if (xs->empty())
-        return make_error(errc::corrupt_record, "job " + id + " event "
-                                                  + std::to_string(target)
-                                                  + " vanished");
-      auto ev = decode(id, target, xs->front().bytes);
-      if (!ev)
-        return ev.error();
-      job_at result;
-      result.state = std::move(replayed->state);
-      result.event = render(id, *ev, std::move(xs->front().bytes));
-      if (h.active())
-        result.active = *h.active();
-      return result;
-    },
     [=](status_atom, status_verbosity v) -> component_status {
       return status_of(self->state, v);
     },
@@ -544,6 +316,8 @@ inspector(inspector_actor::stateful_pointer<inspector_state> self,
                  q);
       ask_status(self, r, journal_part, st.journal, journal_state::name, q);
       ask_status(self, r, hub_part, st.hub, event_hub_state::name, q);
+      ask_status(self, r, historian_part, st.historian, historian_state::name,
+                 q);
       r->parts[inspector_part] = status_of(st, q.verbosity);
       ask_job_status(self, r, q);
       auto result = r->promise;

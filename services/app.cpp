@@ -13,6 +13,7 @@
 #include "actors/error.hpp"
 #include "health.pb.h"
 #include "actors/event_hub.hpp"
+#include "actors/historian.hpp"
 #include "actors/inspector.hpp"
 #include "actors/job_directory.hpp"
 #include "actors/job_registry.hpp"
@@ -251,11 +252,14 @@ caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
       return failed;
     }
   }
-  // The inspector reads the log: it gets its own thread.
+  // The inspector and the historian read the log: each gets its own
+  // thread, so that a long job's post-mortem does not hold up /metrics.
+  const auto* reader = static_cast<const storage::event_log*>(self->log_.get());
+  self->historian_ = self->sys_->spawn<caf::detached>(recoverd::historian,
+                                                      reader);
   self->inspector_ = self->sys_->spawn<caf::detached>(
-    recoverd::inspector,
-    static_cast<const storage::event_log*>(self->log_.get()),
-    self->registry_, self->journal_, self->hub_);
+    recoverd::inspector, reader, self->registry_, self->journal_, self->hub_,
+    self->historian_);
   // 4. The servers: the agent listener, and the control listener when one
   // is configured (a service object serves one server: the control
   // listener gets its own Recover instance, for the O&M RPCs).
@@ -285,7 +289,8 @@ caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
     *self->sys_, self->registry_, buffer, ui_access, self->nodes_,
     self->directory_, gate);
   self->inspect_api_ = std::make_unique<inspect_api>(
-    *self->sys_, self->inspector_, self->hub_, self->nodes_);
+    *self->sys_, self->inspector_, self->historian_, self->hub_,
+    self->nodes_);
   self->inspect_ = std::make_unique<inspect_service>(*self->inspect_api_,
                                                      buffer, ui_access);
   self->metrics_ = std::make_unique<request_metrics>();
@@ -551,6 +556,7 @@ void app::stop() {
   inspect_.reset();
   inspect_api_.reset();
   stop_actor(inspector_);
+  stop_actor(historian_);
   stop_actor(hub_);
   stop_actor(registry_);
   stop_actor(nodes_);

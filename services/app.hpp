@@ -186,6 +186,11 @@ public:
     return inspector_;
   }
 
+  /// The historian.
+  historian_actor historian() const {
+    return historian_;
+  }
+
   /// The fleet's node registry.
   node_registry_actor nodes() const {
     return nodes_;
@@ -225,6 +230,7 @@ private:
   job_registry_actor registry_;
   event_hub_actor hub_;
   inspector_actor inspector_;
+  historian_actor historian_;
   node_registry_actor nodes_;
   job_directory_ptr directory_;
   std::unique_ptr<request_metrics> metrics_;

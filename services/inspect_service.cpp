@@ -26,9 +26,11 @@ inspect_api::done_fn finish(grpc::ServerUnaryReactor* reactor) {
 } // namespace
 
 inspect_api::inspect_api(caf::actor_system& sys, inspector_actor inspector,
-                         event_hub_actor hub, node_registry_actor nodes)
+                         historian_actor historian, event_hub_actor hub,
+                         node_registry_actor nodes)
   : sys_(sys),
     inspector_(std::move(inspector)),
+    historian_(std::move(historian)),
     hub_(std::move(hub)),
     nodes_(std::move(nodes)) {
   // nop
@@ -65,7 +67,7 @@ void inspect_api::list_events(const pi::ListEventsRequest& req,
   if (auto st = check_job_id(req.jobid()); !st.ok())
     return done(st);
   ask_then<event_page>(
-    sys_, inspector_,
+    sys_, historian_,
     [resp](const event_page& x) {
       for (const auto& ev : x.events)
         convert::to_proto(ev, *resp->add_events());
@@ -84,7 +86,7 @@ void inspect_api::list_incidents(const pi::ListIncidentsRequest& req,
   if (auto st = check_job_id(req.jobid()); !st.ok())
     return done(st);
   ask_then<incident_list>(
-    sys_, inspector_,
+    sys_, historian_,
     [resp](const incident_list& x) {
       for (const auto& i : x.incidents)
         convert::to_proto(i, *resp->add_incidents());
@@ -126,7 +128,7 @@ void inspect_api::get_job_at(const pi::GetJobAtRequest& req, pi::JobAt* resp,
                    "seq or timeMs: one of them is required"});
   }
   ask_then<job_at>(
-    sys_, inspector_,
+    sys_, historian_,
     [resp](const job_at& x) {
       convert::to_proto(x, *resp);
       return grpc::Status::OK;

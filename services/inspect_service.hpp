@@ -12,9 +12,10 @@
 namespace recoverd {
 
 /// The Inspect operations, once for gRPC and HTTP alike. Each validates its
-/// request, asks the inspector without blocking, fills `resp` and calls
-/// `done` exactly once with the status to answer with (at once on bad
-/// input, otherwise from an actor thread). `resp` must stay valid until then.
+/// request, asks the inspector (the fleet) or the historian (one job's past)
+/// without blocking, fills `resp` and calls `done` exactly once with the
+/// status to answer with (at once on bad input, otherwise from an actor
+/// thread). `resp` must stay valid until then.
 class inspect_api {
 public:
   /// Receives the outcome of an operation.
@@ -23,7 +24,8 @@ public:
   /// @param nodes The fleet's node registry; without one (null) ListNodes
   ///        is UNAVAILABLE and /metrics counts no nodes.
   inspect_api(caf::actor_system& sys, inspector_actor inspector,
-              event_hub_actor hub, node_registry_actor nodes = {});
+              historian_actor historian, event_hub_actor hub,
+              node_registry_actor nodes = {});
 
   /// ListJobs.
   void list_jobs(const recoverd::inspection::v1::ListJobsRequest& req,
@@ -74,6 +76,7 @@ public:
 private:
   caf::actor_system& sys_;
   inspector_actor inspector_;
+  historian_actor historian_;
   event_hub_actor hub_;
   node_registry_actor nodes_;
 };

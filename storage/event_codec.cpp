@@ -499,6 +499,16 @@ caf::expected<event> decode_event(std::string_view bytes) {
   return result;
 }
 
+caf::expected<event> decode_stored_event(const std::string& job_id,
+                                         uint64_t seq, std::string_view bytes) {
+  auto ev = decode_event(bytes);
+  if (!ev)
+    return make_error(errc::corrupt_record,
+                      "job " + job_id + " event " + std::to_string(seq) + ": "
+                        + message_of(ev.error()));
+  return ev;
+}
+
 namespace {
 
 // Everything of `state` a snapshot holds but the spec.

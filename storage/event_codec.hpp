@@ -29,6 +29,11 @@ std::string encode_event(const event& ev);
 /// newer record version.
 [[nodiscard]] caf::expected<event> decode_event(std::string_view bytes);
 
+/// Decodes the stored event `seq` of job `job_id`; the error names both.
+[[nodiscard]] caf::expected<event>
+decode_stored_event(const std::string& job_id, uint64_t seq,
+                    std::string_view bytes);
+
 /// Encodes a job's state as a `Snapshot` record.
 std::string encode_snapshot(const job_model& state);
 

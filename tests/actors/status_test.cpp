@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "actors/event_hub.hpp"
+#include "actors/historian.hpp"
 #include "actors/inspector.hpp"
 #include "actors/job_registry.hpp"
 #include "actors/journal.hpp"
@@ -42,6 +43,42 @@ silent_hub(event_hub_actor::pointer self, std::shared_ptr<promises> pending) {
   };
 }
 
+/// Requests a silent historian holds, unanswered.
+struct held_questions {
+  std::vector<caf::typed_response_promise<component_status>> status;
+  std::vector<caf::typed_response_promise<job_at>> at;
+  std::vector<caf::typed_response_promise<incident_list>> incidents;
+  std::vector<caf::typed_response_promise<event_page>> events;
+};
+
+/// A historian that never answers, as if deep in a long job's post-mortem.
+historian_actor::behavior_type
+silent_historian(historian_actor::pointer self,
+                 std::shared_ptr<held_questions> held) {
+  return {
+    [=](events_atom, std::string&, uint64_t,
+        uint32_t) -> caf::result<event_page> {
+      held->events.push_back(self->make_response_promise<event_page>());
+      return held->events.back();
+    },
+    [=](incidents_atom, std::string&) -> caf::result<incident_list> {
+      held->incidents.push_back(self->make_response_promise<incident_list>());
+      return held->incidents.back();
+    },
+    [=](at_atom, std::string&, history_point&) -> caf::result<job_at> {
+      held->at.push_back(self->make_response_promise<job_at>());
+      return held->at.back();
+    },
+    [=](status_atom, status_verbosity) -> caf::result<component_status> {
+      held->status.push_back(self->make_response_promise<component_status>());
+      return held->status.back();
+    },
+  };
+}
+
+/// Which of the fixture's components never answers.
+enum class silent { none, hub, historian };
+
 /// The daemon's long-lived actors over a real event log, on the test thread.
 struct status_fixture : test::actor_fixture {
   test::temp_dir dir;
@@ -49,11 +86,13 @@ struct status_fixture : test::actor_fixture {
   journal_actor journal_hdl;
   job_registry_actor registry;
   event_hub_actor hub;
+  historian_actor historian_hdl;
   inspector_actor inspector_hdl;
   std::shared_ptr<promises> pending = std::make_shared<promises>();
+  std::shared_ptr<held_questions> held = std::make_shared<held_questions>();
 
-  /// @param answering_hub false: the hub never answers status requests.
-  explicit status_fixture(bool answering_hub = true) {
+  /// @param quiet The component that never answers, if any.
+  explicit status_fixture(silent quiet = silent::none) {
     storage::event_log_options opts;
     opts.path = dir / "db";
     auto x = storage::event_log::open(opts);
@@ -68,18 +107,23 @@ struct status_fixture : test::actor_fixture {
                            std::vector<job_digest>{},
                            std::vector<deleted_job>{},
                            static_cast<const storage::event_log*>(log.get()));
-    if (answering_hub)
-      hub = sys().spawn(event_hub, watcher_gauge{});
-    else
+    if (quiet == silent::hub)
       hub = sys().spawn(silent_hub, pending);
-    inspector_hdl = sys().spawn(
-      recoverd::inspector, static_cast<const storage::event_log*>(log.get()),
-      registry, journal_hdl, hub);
+    else
+      hub = sys().spawn(event_hub, watcher_gauge{});
+    const auto* reader = static_cast<const storage::event_log*>(log.get());
+    if (quiet == silent::historian)
+      historian_hdl = sys().spawn(silent_historian, held);
+    else
+      historian_hdl = sys().spawn(recoverd::historian, reader);
+    inspector_hdl = sys().spawn(recoverd::inspector, reader, registry,
+                                journal_hdl, hub, historian_hdl);
     run();
   }
 
   ~status_fixture() override {
     self->send_exit(inspector_hdl, caf::exit_reason::user_shutdown);
+    self->send_exit(historian_hdl, caf::exit_reason::user_shutdown);
     self->send_exit(hub, caf::exit_reason::user_shutdown);
     self->send_exit(registry, caf::exit_reason::user_shutdown);
     self->send_exit(journal_hdl, caf::exit_reason::user_shutdown);
@@ -153,6 +197,30 @@ TEST_CASE_FIXTURE(status_fixture,
   auto is = status(inspector_hdl, status_verbosity::detailed);
   CHECK(is.name == "inspector");
   CHECK(is.counters["unfolded"] == log->last_position());
+  MESSAGE("the historian, before and after a question of each kind");
+  auto hi = status(historian_hdl);
+  CHECK(hi.name == "historian");
+  CHECK(hi.healthy());
+  CHECK(hi.counters["asked"] == 0);
+  CHECK(hi.counters["at_events_read"] == 0);
+  auto page = request<event_page>(historian_hdl, events_atom::value,
+                                  std::string{"a"}, uint64_t{1}, uint32_t{2});
+  CHECK(page.events.size() == 2);
+  history_point first;
+  first.seq = 1;
+  auto at = request<job_at>(historian_hdl, at_atom::value, std::string{"a"},
+                            first);
+  CHECK(at.state.seq == 1);
+  CHECK(!at.state.registered);
+  auto incidents = request<incident_list>(historian_hdl, incidents_atom::value,
+                                          std::string{"a"});
+  CHECK(incidents.incidents.empty());
+  CHECK(incidents.last_seq == log->last_seq("a").value());
+  hi = status(historian_hdl);
+  CHECK(hi.counters["asked"] == 3);
+  CHECK(hi.counters["at_events_read"] == 1);
+  CHECK(hi.counters["incident_histories"] == 1);
+  CHECK(hi.counters["incident_events_read"] == incidents.last_seq);
   MESSAGE("a job, through the registry and in the registry's list");
   auto ja = request<component_status>(registry, status_atom::value,
                                       status_verbosity::info,
@@ -225,7 +293,7 @@ TEST_CASE_FIXTURE(status_fixture,
   auto xs = fan_out(q);
   CHECK(names(xs)
         == std::vector<std::string>{"job_registry", "journal", "event_hub",
-                                    "inspector"});
+                                    "inspector", "historian"});
   for (const auto& x : xs) {
     CAPTURE(x.name);
     CHECK(x.healthy());
@@ -234,9 +302,9 @@ TEST_CASE_FIXTURE(status_fixture,
   MESSAGE("one job");
   q.job_id = "b";
   xs = fan_out(q);
-  REQUIRE(xs.size() == 5);
-  CHECK(xs[4].name == "job/b");
-  CHECK(xs[4].counters["registered"] == 1);
+  REQUIRE(xs.size() == 6);
+  CHECK(xs[5].name == "job/b");
+  CHECK(xs[5].counters["registered"] == 1);
   MESSAGE("every job, ordered by id");
   q.job_id.clear();
   q.every_job = true;
@@ -244,7 +312,8 @@ TEST_CASE_FIXTURE(status_fixture,
   xs = fan_out(q);
   CHECK(names(xs)
         == std::vector<std::string>{"job_registry", "journal", "event_hub",
-                                    "inspector", "job/a", "job/b"});
+                                    "inspector", "historian", "job/a",
+                                    "job/b"});
   CHECK(xs[1].counters.count("maxBatch") == 1);
   // The log's memory against its bound (32 MB of block cache by default).
   CHECK(xs[1].counters["blockCacheCapacity"] == uint64_t{32} << 20);
@@ -267,7 +336,7 @@ TEST_CASE_FIXTURE(status_fixture,
 
 TEST_CASE("status: a component that does not answer in time is listed as "
           "unanswered; the others still are") {
-  status_fixture fx{false};
+  status_fixture fx{silent::hub};
   fx.put("a");
   status_query q;
   q.timeout = std::chrono::milliseconds(1500);
@@ -282,7 +351,7 @@ TEST_CASE("status: a component that does not answer in time is listed as "
               [](caf::error& err) { FAIL(message_of(err)); });
   REQUIRE(names(xs)
           == std::vector<std::string>{"job_registry", "journal", "event_hub",
-                                      "inspector"});
+                                      "inspector", "historian"});
   CHECK(xs[0].healthy());
   CHECK(xs[0].counters["jobs"] == 1);
   CHECK(xs[1].healthy());
@@ -290,4 +359,61 @@ TEST_CASE("status: a component that does not answer in time is listed as "
   CHECK(xs[2].kind == "event_hub");
   CHECK(xs[2].problem == "did not answer within 1500 ms");
   CHECK(xs[3].healthy());
+  CHECK(xs[4].healthy());
+}
+
+TEST_CASE("historian: a long post-mortem holds up none of the inspector's "
+          "answers, and shows in the fan-out") {
+  status_fixture fx{silent::historian};
+  fx.put("a", true);
+  fx.put("b");
+  MESSAGE("a GetJobAt and a ListIncidents reach the historian; it holds them");
+  history_point first;
+  first.seq = 1;
+  fx.self->send(fx.historian_hdl, at_atom::value, std::string{"a"}, first);
+  fx.self->send(fx.historian_hdl, incidents_atom::value, std::string{"a"});
+  fx.run();
+  CHECK(fx.held->at.size() == 1);
+  CHECK(fx.held->incidents.size() == 1);
+  MESSAGE("meanwhile the inspector answers: jobs, one job, /metrics, goodput");
+  auto jobs = fx.request<std::vector<job_view>>(fx.inspector_hdl,
+                                                list_atom::value,
+                                                std::string{});
+  REQUIRE(jobs.size() == 2);
+  CHECK(jobs[0].job.model.spec.job_id == "a");
+  auto one = fx.request<job_view>(fx.inspector_hdl, get_atom::value,
+                                  std::string{"b"});
+  CHECK(one.job.model.spec.job_id == "b");
+  auto stats = fx.request<cluster_stats>(fx.inspector_hdl,
+                                         metrics_atom::value);
+  CHECK(stats.jobs == 2);
+  CHECK(stats.registered == 1);
+  auto goodput = fx.request<goodput_report>(fx.inspector_hdl,
+                                            goodput_atom::value,
+                                            std::string{});
+  CHECK(goodput.jobs.size() == 2);
+  MESSAGE("the fan-out lists the historian as unanswered, the rest healthy");
+  status_query q;
+  q.timeout = std::chrono::milliseconds(1500);
+  auto res = fx.self->request(fx.inspector_hdl, caf::infinite,
+                              status_atom::value, q);
+  fx.run();
+  CHECK(fx.held->status.size() == 1);
+  fx.fire_timers();
+  std::vector<component_status> xs;
+  res.receive([&](std::vector<component_status>& x) { xs = std::move(x); },
+              [](caf::error& err) { FAIL(message_of(err)); });
+  REQUIRE(names(xs)
+          == std::vector<std::string>{"job_registry", "journal", "event_hub",
+                                      "inspector", "historian"});
+  for (size_t i = 0; i < 4; ++i) {
+    CAPTURE(xs[i].name);
+    CHECK(xs[i].healthy());
+  }
+  CHECK(!xs[4].answered);
+  CHECK(xs[4].kind == "historian");
+  CHECK(xs[4].problem == "did not answer within 1500 ms");
+  MESSAGE("the historian's questions are still held: nothing waited on them");
+  CHECK(fx.held->at.size() == 1);
+  CHECK(fx.held->incidents.size() == 1);
 }

@@ -986,8 +986,8 @@ TEST_CASE("e2e: recoverctl status lists every component of the daemon, one "
   CHECK(ctl(d.address, "job put " + (dir / "job.json")).first == 0);
   auto [rc, table] = ctl(d.address, "status");
   CHECK(rc == 0);
-  for (const char* part :
-       {"COMPONENT", "job_registry", "journal", "event_hub", "inspector"}) {
+  for (const char* part : {"COMPONENT", "job_registry", "journal",
+                           "event_hub", "inspector", "historian"}) {
     CAPTURE(part);
     CHECK(table.find(part) != std::string::npos);
   }

@@ -699,8 +699,8 @@ TEST_CASE("status: GET /api/v1/status and Inspect.GetStatus list every "
   inspect_fixture fx;
   fx.put("job-b");
   fx.put("job-a");
-  const std::vector<std::string> daemon_parts{"job_registry", "journal",
-                                              "event_hub", "inspector"};
+  const std::vector<std::string> daemon_parts{
+    "job_registry", "journal", "event_hub", "inspector", "historian"};
   auto names = [](const json& body) {
     std::vector<std::string> result;
     for (const auto& x : body["components"])
@@ -730,10 +730,10 @@ TEST_CASE("status: GET /api/v1/status and Inspect.GetStatus list every "
   res = fx.get_http("/api/v1/status?job=job-a");
   REQUIRE(res->status == 200);
   body = json::parse(res->body);
-  REQUIRE(body["components"].size() == 5);
-  CHECK(body["components"][4]["name"] == "job/job-a");
-  CHECK(body["components"][4]["kind"] == "job");
-  CHECK(body["components"][4]["facts"]["recoveryState"] == "INIT");
+  REQUIRE(body["components"].size() == 6);
+  CHECK(body["components"][5]["name"] == "job/job-a");
+  CHECK(body["components"][5]["kind"] == "job");
+  CHECK(body["components"][5]["facts"]["recoveryState"] == "INIT");
   res = fx.get_http("/api/v1/status?detailed=1");
   REQUIRE(res->status == 200);
   body = json::parse(res->body);
@@ -755,8 +755,8 @@ TEST_CASE("status: GET /api/v1/status and Inspect.GetStatus list every "
   auto st = fx.inspect->GetStatus(c.get(), req, &resp);
   REQUIRE_MESSAGE(st.ok(), st.error_message());
   CHECK(resp.healthy());
-  REQUIRE(resp.components_size() == 4);
-  for (int i = 0; i < 4; ++i)
+  REQUIRE(resp.components_size() == 5);
+  for (int i = 0; i < 5; ++i)
     CHECK(resp.components(i).name() == daemon_parts[i]);
   CHECK(resp.components(0).counters().at("jobs") == 2);
   req.set_jobid("job-b");
@@ -764,8 +764,8 @@ TEST_CASE("status: GET /api/v1/status and Inspect.GetStatus list every "
   c = fx.ctx();
   st = fx.inspect->GetStatus(c.get(), req, &resp);
   REQUIRE_MESSAGE(st.ok(), st.error_message());
-  REQUIRE(resp.components_size() == 5);
-  CHECK(resp.components(4).name() == "job/job-b");
+  REQUIRE(resp.components_size() == 6);
+  CHECK(resp.components(5).name() == "job/job-b");
   req.set_jobid("missing");
   c = fx.ctx();
   st = fx.inspect->GetStatus(c.get(), req, &resp);

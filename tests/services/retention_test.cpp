@@ -184,12 +184,12 @@ struct retention_fixture {
     REQUIRE_MESSAGE(st.ok(), st.error_message());
   }
 
-  /// The events the inspector has decoded for ListIncidents so far.
+  /// The events the historian has decoded for ListIncidents so far.
   uint64_t incident_events_read() {
     caf::scoped_actor self{daemon->system()};
     uint64_t result = 0;
     self
-      ->request(daemon->inspector(), caf::infinite, status_atom::value,
+      ->request(daemon->historian(), caf::infinite, status_atom::value,
                 status_verbosity::info)
       .receive(
         [&](component_status& x) {

@@ -1353,7 +1353,8 @@ int main(int argc, char** argv) {
   bool detailed = false;
   auto* status = cli.add_subcommand(
     "status", "the status of every component of the daemon (registry with "
-              "the jobs counted by state, journal, event hub, inspector); "
+              "the jobs counted by state, journal, event hub, inspector, "
+              "historian); "
               "exit 1 when one reports a problem or did not answer");
   status->add_option("--job", id, "also this job's status");
   status->add_flag("--detailed", detailed,
