@@ -81,6 +81,12 @@ caf::error catch_up(self_ptr self) {
       if (added && x.seq > 1)
         if (auto err = seed(self, x.job_id, x.seq, i->second))
           return err;
+      // A job put again after the retention removed its deleted history
+      // starts over at seq 1. Its old life is gone from the log, so it goes
+      // from the fold too, as after a restart; kept, it hid the new life's
+      // events below its last seq (/metrics counted one job too few).
+      if (!added && ev->seq == 1 && i->second.seq() > 0)
+        i->second = job_history{size_t{1}};
       if (ev->seq > i->second.seq())
         i->second.add(*ev);
       st.position = x.position;

@@ -395,3 +395,37 @@ TEST_CASE("incidents: a repeated ListIncidents reads only the events "
   REQUIRE(again.lastseq() == before.lastseq());
   CHECK(fx.incident_events_read() == read + again.lastseq());
 }
+
+TEST_CASE("inspector: a job put again after its history went counts from its "
+          "new first event") {
+  retention_fixture fx;
+  fx.put("keep");
+  fx.put("other");
+  fx.annotate("other", "k", "v");
+  auto jobs_line = [&] {
+    auto m = fx.metrics();
+    auto at = m.find("\nrecoverd_jobs ");
+    REQUIRE(at != std::string::npos);
+    return m.substr(at + 1, m.find('\n', at + 1) - at - 1);
+  };
+  CHECK(jobs_line() == "recoverd_jobs 2");
+  MESSAGE("deleted, its history removed: one job left");
+  fx.remove("other");
+  CHECK(jobs_line() == "recoverd_jobs 1");
+  *fx.now += 2 * hour;
+  REQUIRE(fx.purge().jobs == 1);
+  MESSAGE("put again under the same id: its seqs start over at 1, below "
+          "those of its old life the inspector folded");
+  fx.put("other");
+  CHECK(fx.events("other", 1).lastseq() == 1);
+  CHECK(jobs_line() == "recoverd_jobs 2");
+  pi::GetStatsRequest req;
+  req.set_jobid("other");
+  pi::StatsResponse resp;
+  auto c = fx.ctx();
+  auto st = fx.inspect->GetStats(c.get(), req, &resp);
+  CHECK_MESSAGE(st.ok(), st.error_message());
+  MESSAGE("and a fresh inspector (after a restart) agrees");
+  fx.restart();
+  CHECK(jobs_line() == "recoverd_jobs 2");
+}
