@@ -13,7 +13,7 @@
 #include "actors/log.hpp"
 #include "storage/event_codec.hpp"
 #include "storage/event_log.hpp"
-#include "storage/retention.hpp"
+#include "storage/history_fold.hpp"
 
 namespace recoverd {
 
@@ -33,42 +33,20 @@ constexpr size_t tail_chunk = 4096;
 // (from disk, no longer cached) while every other question waited.
 constexpr auto fold_interval = std::chrono::seconds(1);
 
-// A job whose history starts at `first_seq`, after the retention removed
-// its oldest events: starts its history with what the log kept of them, so
-// that the figures of /metrics do not depend on the retention.
-caf::error seed(self_ptr self, const std::string& id, uint64_t first_seq,
-                job_history& h) {
-  auto& st = self->state;
-  auto base = st.log->base(id);
-  if (!base)
-    return base.error();
-  if (!*base || (*base)->seq + 1 != first_seq)
-    return caf::none;
-  auto state = storage::decode_snapshot((*base)->bytes);
-  if (!state)
-    return state.error();
-  auto seq = (*base)->seq;
-  auto time = state->updated_at_ms;
-  // Created when it was, with its topology: the goodput's observed time
-  // and the attribution of the next faults need them.
-  if (state->exists)
-    h.add(event{seq, state->created_at_ms, job_put{state->spec, true}});
-  if (state->registered)
-    h.add(event{seq, time, job_registered{}});
-  if (state->subscriber_generation > 0)
-    h.add(event{seq, time,
-                subscriber_attached{state->subscriber_generation, {}, {}}});
-  auto kept = storage::kept_incidents(*st.log, id);
-  if (!kept)
-    return kept.error();
-  for (const auto& i : *kept)
-    h.add_kept(i);
-  return caf::none;
-}
-
 // Folds every event appended since the last call into the histories.
 caf::error catch_up(self_ptr self) {
   auto& st = self->state;
+  if (st.position == 0 && st.histories.empty()) {
+    // The first fold reads the whole log: job by job, on every core, not
+    // in the global order on this thread (that took 2.8 s for 400,000
+    // events, while /metrics and every dashboard waited). Events appended
+    // meanwhile come again below; each history skips what it holds.
+    auto all = storage::fold_histories(*st.log, 1);
+    if (!all)
+      return all.error();
+    st.histories = std::move(all->histories);
+    st.position = all->position;
+  }
   for (;;) {
     auto xs = st.log->tail(st.position + 1, tail_chunk);
     if (!xs)
@@ -79,7 +57,8 @@ caf::error catch_up(self_ptr self) {
         return ev.error();
       auto [i, added] = st.histories.try_emplace(x.job_id, size_t{1});
       if (added && x.seq > 1)
-        if (auto err = seed(self, x.job_id, x.seq, i->second))
+        if (auto err = storage::seed_history(*st.log, x.job_id, x.seq,
+                                             i->second))
           return err;
       // A job put again after the retention removed its deleted history
       // starts over at seq 1. Its old life is gone from the log, so it goes

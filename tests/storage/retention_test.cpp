@@ -12,6 +12,7 @@
 #include "fixtures/temp_dir.hpp"
 #include "storage/event_codec.hpp"
 #include "storage/event_log.hpp"
+#include "storage/history_fold.hpp"
 #include "storage/replay.hpp"
 #include "storage/retention.hpp"
 
@@ -154,6 +155,24 @@ std::vector<incident> all_incidents(const event_log& log,
   auto result = std::move(*kept);
   for (auto& x : h.all())
     result.push_back(std::move(x));
+  return result;
+}
+
+// What the inspector folded before `fold_histories`: the log's global order
+// from its start, one event at a time, a job seeded at its first event.
+std::unordered_map<std::string, job_history>
+fold_in_order(const event_log& log) {
+  std::unordered_map<std::string, job_history> result;
+  auto xs = log.tail(1, 1u << 20);
+  REQUIRE(xs);
+  for (const auto& x : *xs) {
+    auto ev = decode_event(x.bytes);
+    REQUIRE(ev);
+    auto [i, added] = result.try_emplace(x.job_id, size_t{1});
+    if (added && x.seq > 1)
+      REQUIRE_FALSE(seed_history(log, x.job_id, x.seq, i->second));
+    i->second.add(*ev);
+  }
   return result;
 }
 
@@ -365,4 +384,66 @@ TEST_CASE("retention: the deleted-job purge removes the kept incidents and "
   auto ids = log->job_ids();
   REQUIRE(ids);
   CHECK(ids->empty());
+}
+
+TEST_CASE("history fold: job by job on several threads, the same histories "
+          "as the log's global order from its start") {
+  test::temp_dir dir;
+  auto log = open_log(dir / "db");
+  MESSAGE("70 jobs (three runs of 32 ids, so every thread gets some), their "
+          "events interleaved as concurrent jobs write them, each with a "
+          "snapshot in flow U2");
+  std::vector<story> stories;
+  for (int j = 0; j < 70; ++j)
+    stories.push_back(two_flows("job-" + std::to_string(100 + j)));
+  const auto events = stories.front().evs.size();
+  for (uint64_t seq = 1; seq <= events; ++seq) {
+    std::vector<log_record> batch;
+    std::vector<snapshot_record> snaps;
+    for (const auto& x : stories) {
+      auto rec = x.records(seq, seq);
+      batch.push_back(std::move(rec.front()));
+      if (seq == 8)
+        snaps.push_back(x.snapshot_at(seq));
+    }
+    REQUIRE_FALSE(log->append(batch, snaps));
+  }
+  MESSAGE("every third job lost its first flow to the retention: seeded "
+          "from the kept base and incident");
+  for (size_t j = 0; j < stories.size(); j += 3) {
+    auto cut = cut_of(*log, stories[j].id, 6000);
+    REQUIRE(cut);
+    REQUIRE(purge_cut(*log, std::move(*cut)).incidents == 1);
+  }
+  auto want = fold_in_order(*log);
+  REQUIRE(want.size() == stories.size());
+  CHECK(want.at("job-100").seq() == events);
+  CHECK(want.at("job-100").tally().incidents == 2);
+  CHECK(want.at("job-100").exists());
+  for (size_t threads : {1, 2, 4}) {
+    CAPTURE(threads);
+    auto got = fold_histories(*log, 1, threads);
+    REQUIRE_MESSAGE(got, (got ? "" : message_of(got.error())));
+    CHECK(got->position == log->last_position());
+    REQUIRE(got->histories.size() == want.size());
+    for (const auto& [id, h] : want) {
+      CAPTURE(id);
+      REQUIRE(got->histories.count(id) == 1);
+      const auto& g = got->histories.at(id);
+      CHECK(g.seq() == h.seq());
+      CHECK(uuids(g.all()) == uuids(h.all()));
+      CHECK(g.counts() == h.counts());
+      CHECK(g.exists() == h.exists());
+      CHECK(g.registered() == h.registered());
+      CHECK(g.tally().incidents == h.tally().incidents);
+      CHECK(g.tally().lost_ms == h.tally().lost_ms);
+      CHECK(g.figures(10'000).observed_ms == h.figures(10'000).observed_ms);
+    }
+  }
+  MESSAGE("an empty log folds to nothing");
+  auto empty = open_log(dir / "empty");
+  auto none = fold_histories(*empty, 1);
+  REQUIRE(none);
+  CHECK(none->histories.empty());
+  CHECK(none->position == 0);
 }

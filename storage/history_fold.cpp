@@ -1,0 +1,116 @@
+#include "storage/history_fold.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "actors/error.hpp"
+#include "storage/event_codec.hpp"
+#include "storage/event_log.hpp"
+#include "storage/retention.hpp"
+
+namespace recoverd::storage {
+
+caf::error seed_history(const event_log& log, const std::string& job_id,
+                        uint64_t first_seq, job_history& h) {
+  auto base = log.base(job_id);
+  if (!base)
+    return base.error();
+  if (!*base || (*base)->seq + 1 != first_seq)
+    return caf::none;
+  auto state = decode_snapshot((*base)->bytes);
+  if (!state)
+    return state.error();
+  auto seq = (*base)->seq;
+  auto time = state->updated_at_ms;
+  // Created when it was, with its topology: the goodput's observed time
+  // and the attribution of the next faults need them.
+  if (state->exists)
+    h.add(event{seq, state->created_at_ms, job_put{state->spec, true}});
+  if (state->registered)
+    h.add(event{seq, time, job_registered{}});
+  if (state->subscriber_generation > 0)
+    h.add(event{seq, time,
+                subscriber_attached{state->subscriber_generation, {}, {}}});
+  auto kept = kept_incidents(log, job_id);
+  if (!kept)
+    return kept.error();
+  for (const auto& i : *kept)
+    h.add_kept(i);
+  return caf::none;
+}
+
+caf::expected<folded_histories> fold_histories(const event_log& log,
+                                               size_t keep, size_t threads) {
+  folded_histories result;
+  // Read first: every event up to it is in the log the readers see.
+  result.position = log.last_position();
+  auto ids = log.job_ids();
+  if (!ids)
+    return ids.error();
+  auto n = ids->size();
+  if (n == 0)
+    return result;
+  if (threads == 0)
+    threads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 8);
+  // Runs of neighbouring ids share table blocks (as in `replay_all`), but
+  // a few long jobs are spread one by one.
+  auto run = std::clamp<size_t>(n / (threads * 8), 1, 32);
+  threads = std::clamp<size_t>(threads, 1, (n + run - 1) / run);
+  std::vector<job_history> folded(n, job_history{keep});
+  std::vector<caf::error> errors(threads);
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  auto work = [&](size_t worker) {
+    event_log::reader reader{log};
+    for (;;) {
+      auto first = next.fetch_add(run);
+      if (first >= n)
+        return;
+      for (auto i = first; i < std::min(first + run, n); ++i) {
+        if (failed.load(std::memory_order_relaxed))
+          return;
+        const auto& id = (*ids)[i];
+        auto& h = folded[i];
+        bool seeded = false;
+        auto err = reader.for_each(
+          id, 1, [&](uint64_t seq, std::string_view bytes) -> caf::error {
+            auto ev = decode_stored_event(id, seq, bytes);
+            if (!ev)
+              return ev.error();
+            if (!seeded && seq > 1)
+              if (auto err = seed_history(log, id, seq, h))
+                return err;
+            seeded = true;
+            h.add(*ev);
+            return caf::none;
+          });
+        if (err) {
+          errors[worker] = std::move(err);
+          failed = true;
+          return;
+        }
+      }
+    }
+  };
+  if (threads == 1) {
+    work(0);
+  } else {
+    std::vector<std::thread> pool;
+    for (size_t t = 0; t < threads; ++t)
+      pool.emplace_back(work, t);
+    for (auto& t : pool)
+      t.join();
+  }
+  for (auto& err : errors)
+    if (err)
+      return std::move(err);
+  result.histories.reserve(n);
+  for (size_t i = 0; i < n; ++i)
+    if (folded[i].seq() > 0)
+      result.histories.emplace((*ids)[i], std::move(folded[i]));
+  return result;
+}
+
+} // namespace recoverd::storage
