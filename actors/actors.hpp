@@ -293,7 +293,7 @@ using historian_actor = caf::typed_actor<
 /// The INSPECTOR: read-only views of the fleet for Inspect, HTTP and
 /// /metrics. Reads the event log (run it detached: reads block) and asks the
 /// registry for what only live jobs know. Never changes a job. Answers the
-/// shared status request (STATUS CLIENT) and collects everyone's.
+/// shared status request (STATUS CLIENT).
 using inspector_actor = caf::typed_actor<
   // ListJobs, filtered by namespace ("" = all), ordered by job id.
   caf::replies_to<list_atom, std::string>::with<std::vector<job_view>>,
@@ -304,13 +304,20 @@ using inspector_actor = caf::typed_actor<
   // GetStats: the fleet's goodput and every existing job's ("" = all), or
   // one job's.
   caf::replies_to<goodput_atom, std::string>::with<goodput_report>,
+  // Folds what was appended since the last fold, every second (self-sent).
+  caf::reacts_to<sweep_atom>>
+  ::extend_with<status_client_actor>;
+
+/// The STATUS DESK: collects every long-lived component's status for
+/// GetStatus. It only asks, each with a timeout, so a component that is
+/// stuck (the inspector in a long fold, say) is listed as unanswered
+/// instead of holding the answer up. Answers the shared status request.
+using status_desk_actor = caf::typed_actor<
   // The status of every component (registry, journal, hub, inspector,
   // historian, and the jobs asked for), each asked with the query's
   // timeout: one that does not answer in time is listed as unanswered.
   caf::replies_to<status_atom,
-                  status_query>::with<std::vector<component_status>>,
-  // Folds what was appended since the last fold, every second (self-sent).
-  caf::reacts_to<sweep_atom>>
+                  status_query>::with<std::vector<component_status>>>
   ::extend_with<status_client_actor>;
 
 } // namespace recoverd

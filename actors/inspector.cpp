@@ -7,7 +7,6 @@
 #include "actors/config.hpp"
 #include "actors/error.hpp"
 #include "actors/event_hub.hpp"
-#include "actors/historian.hpp"
 #include "actors/job_registry.hpp"
 #include "actors/journal.hpp"
 #include "actors/log.hpp"
@@ -106,116 +105,12 @@ component_status status_of(const inspector_state& st, status_verbosity v) {
   return result;
 }
 
-// One status fan-out in progress: the answers so far, and how many are
-// still awaited.
-struct status_round {
-  /// The daemon's components, in the order of `status_parts`.
-  std::vector<component_status> parts;
-  /// The jobs asked for.
-  std::vector<component_status> jobs;
-  size_t remaining = 0;
-  bool over = false;
-  caf::typed_response_promise<std::vector<component_status>> promise;
-};
-
-using status_round_ptr = std::shared_ptr<status_round>;
-
-// Slots of `status_round::parts`.
-enum status_part : size_t { registry_part, journal_part, hub_part,
-                            inspector_part, historian_part, status_parts };
-
-// Counts one answer in; the last one delivers every status.
-void answered(const status_round_ptr& r) {
-  if (r->over || --r->remaining > 0)
-    return;
-  r->over = true;
-  std::sort(r->jobs.begin(), r->jobs.end(),
-            [](const auto& x, const auto& y) { return x.name < y.name; });
-  auto result = std::move(r->parts);
-  for (auto& x : r->jobs)
-    result.push_back(std::move(x));
-  r->promise.deliver(std::move(result));
-}
-
-// Asks one of the daemon's components for its status into `slot`.
-template <class Handle>
-void ask_status(self_ptr self, const status_round_ptr& r, status_part slot,
-                const Handle& hdl, const char* name, const status_query& q) {
-  if (!hdl) {
-    r->parts[slot] = unanswered(name, name, "is not running");
-    return;
-  }
-  ++r->remaining;
-  auto timeout = q.timeout;
-  self->request(hdl, timeout, status_atom::value, q.verbosity)
-    .then(
-      [=](component_status& x) {
-        r->parts[slot] = std::move(x);
-        answered(r);
-      },
-      [=](caf::error& err) {
-        r->parts[slot] = unanswered(name, name, err, timeout);
-        answered(r);
-      });
-}
-
-// Asks the registry for the jobs of `q` into `r->jobs`.
-void ask_job_status(self_ptr self, const status_round_ptr& r,
-                    const status_query& q) {
-  auto timeout = q.timeout;
-  auto id = q.job_id;
-  const auto& registry = self->state.registry;
-  if (q.every_job) {
-    ++r->remaining;
-    self->request(registry, timeout, status_atom::value, q.verbosity,
-                  list_atom::value)
-      .then(
-        [=](std::vector<component_status>& xs) {
-          auto named = "job/" + id;
-          if (!id.empty() && !r->over
-              && std::none_of(xs.begin(), xs.end(), [&](const auto& x) {
-                   return x.name == named;
-                 })) {
-            r->over = true;
-            r->promise.deliver(make_error(errc::unknown_job,
-                                          "job " + id + " is not known"));
-            return;
-          }
-          r->jobs = std::move(xs);
-          answered(r);
-        },
-        [=](caf::error& err) {
-          r->jobs.push_back(unanswered("job/*", "job", err, timeout));
-          answered(r);
-        });
-  } else if (!q.job_id.empty()) {
-    ++r->remaining;
-    self->request(registry, timeout, status_atom::value, q.verbosity, id)
-      .then(
-        [=](component_status& x) {
-          r->jobs.push_back(std::move(x));
-          answered(r);
-        },
-        [=](caf::error& err) {
-          // A job that is not live is the caller's mistake, not a status.
-          if (errc_of(err) == errc::unknown_job && !r->over) {
-            r->over = true;
-            r->promise.deliver(err);
-            return;
-          }
-          r->jobs.push_back(unanswered("job/" + id, "job", err, timeout));
-          answered(r);
-        });
-  }
-}
-
 } // namespace
 
 inspector_actor::behavior_type
 inspector(inspector_actor::stateful_pointer<inspector_state> self,
           const storage::event_log* log, job_registry_actor registry,
-          journal_actor journal, event_hub_actor hub,
-          historian_actor historian) {
+          journal_actor journal, event_hub_actor hub) {
   if (log == nullptr) {
     self->quit(make_error(errc::invalid_argument, "inspector has no log"));
     return inspector_actor::behavior_type::make_empty_behavior();
@@ -225,7 +120,6 @@ inspector(inspector_actor::stateful_pointer<inspector_state> self,
   st.registry = std::move(registry);
   st.journal = std::move(journal);
   st.hub = std::move(hub);
-  st.historian = std::move(historian);
   self->delayed_send(self, fold_interval, sweep_atom::value);
   return {
     [=](list_atom, std::string& ns) -> caf::result<std::vector<job_view>> {
@@ -284,30 +178,6 @@ inspector(inspector_actor::stateful_pointer<inspector_state> self,
         ES_WARN("inspector could not fold the log: {}", what);
       self->state.fold_error = std::move(what);
       self->delayed_send(self, fold_interval, sweep_atom::value);
-    },
-    [=](status_atom,
-        status_query& q) -> caf::result<std::vector<component_status>> {
-      if (!q.job_id.empty())
-        if (auto err = validate_job_id(q.job_id))
-          return to_error(err);
-      auto& st = self->state;
-      auto r = std::make_shared<status_round>();
-      r->parts.resize(status_parts);
-      r->promise = self->make_response_promise<std::vector<component_status>>();
-      // One for this handler: the round ends once it and every request
-      // sent are counted in (at once when none could be sent).
-      r->remaining = 1;
-      ask_status(self, r, registry_part, st.registry, job_registry_state::name,
-                 q);
-      ask_status(self, r, journal_part, st.journal, journal_state::name, q);
-      ask_status(self, r, hub_part, st.hub, event_hub_state::name, q);
-      ask_status(self, r, historian_part, st.historian, historian_state::name,
-                 q);
-      r->parts[inspector_part] = status_of(st, q.verbosity);
-      ask_job_status(self, r, q);
-      auto result = r->promise;
-      answered(r);
-      return result;
     },
     [=](goodput_atom, std::string& id) -> caf::result<goodput_report> {
       if (!id.empty())

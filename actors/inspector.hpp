@@ -19,8 +19,6 @@ struct inspector_state {
   job_registry_actor registry;
   journal_actor journal;
   event_hub_actor hub;
-  /// Asked for its status in the fan-out (it answers one job's past).
-  historian_actor historian;
   /// Every job's history (incidents, subscription, counts, goodput), folded
   /// from the log's global order up to `position`, starting with what the
   /// retention kept of removed events; caught up before each answer.
@@ -36,11 +34,9 @@ struct inspector_state {
 
 /// The INSPECTOR behaviour. Run it detached: it reads the log.
 /// @param log The event log; outlives the actor.
-/// @param historian Listed in the status fan-out; never waited on otherwise.
 inspector_actor::behavior_type
 inspector(inspector_actor::stateful_pointer<inspector_state> self,
           const storage::event_log* log, job_registry_actor registry,
-          journal_actor journal, event_hub_actor hub,
-          historian_actor historian);
+          journal_actor journal, event_hub_actor hub);
 
 } // namespace recoverd

@@ -69,7 +69,7 @@ component_status unanswered(std::string name, std::string kind,
 component_status unanswered(std::string name, std::string kind,
                             const caf::error& err, caf::timespan timeout);
 
-/// What a status fan-out asks for (see the inspector).
+/// What a status fan-out asks for (see the status desk).
 struct status_query {
   /// Passed to every component.
   status_verbosity verbosity = status_verbosity::info;

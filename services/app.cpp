@@ -15,6 +15,7 @@
 #include "actors/event_hub.hpp"
 #include "actors/historian.hpp"
 #include "actors/inspector.hpp"
+#include "actors/status_desk.hpp"
 #include "actors/job_directory.hpp"
 #include "actors/job_registry.hpp"
 #include "actors/journal.hpp"
@@ -258,8 +259,13 @@ caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
   self->historian_ = self->sys_->spawn<caf::detached>(recoverd::historian,
                                                       reader);
   self->inspector_ = self->sys_->spawn<caf::detached>(
-    recoverd::inspector, reader, self->registry_, self->journal_, self->hub_,
-    self->historian_);
+    recoverd::inspector, reader, self->registry_, self->journal_, self->hub_);
+  // GetStatus asks each of them with a timeout, from an actor that is never
+  // busy: a stuck one is listed as such.
+  self->desk_ = self->sys_->spawn(
+    status_desk, status_components{self->registry_, self->journal_,
+                                   self->hub_, self->inspector_,
+                                   self->historian_});
   // 4. The servers: the agent listener, and the control listener when one
   // is configured (a service object serves one server: the control
   // listener gets its own Recover instance, for the O&M RPCs).
@@ -289,7 +295,7 @@ caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
     *self->sys_, self->registry_, buffer, ui_access, self->nodes_,
     self->directory_, gate);
   self->inspect_api_ = std::make_unique<inspect_api>(
-    *self->sys_, self->inspector_, self->historian_, self->hub_,
+    *self->sys_, self->inspector_, self->historian_, self->desk_, self->hub_,
     self->nodes_);
   self->inspect_ = std::make_unique<inspect_service>(*self->inspect_api_,
                                                      buffer, ui_access);
@@ -555,6 +561,7 @@ void app::stop() {
   directory_.reset();
   inspect_.reset();
   inspect_api_.reset();
+  stop_actor(desk_);
   stop_actor(inspector_);
   stop_actor(historian_);
   stop_actor(hub_);

@@ -231,6 +231,7 @@ private:
   event_hub_actor hub_;
   inspector_actor inspector_;
   historian_actor historian_;
+  status_desk_actor desk_;
   node_registry_actor nodes_;
   job_directory_ptr directory_;
   std::unique_ptr<request_metrics> metrics_;

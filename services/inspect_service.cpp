@@ -26,11 +26,12 @@ inspect_api::done_fn finish(grpc::ServerUnaryReactor* reactor) {
 } // namespace
 
 inspect_api::inspect_api(caf::actor_system& sys, inspector_actor inspector,
-                         historian_actor historian, event_hub_actor hub,
-                         node_registry_actor nodes)
+                         historian_actor historian, status_desk_actor desk,
+                         event_hub_actor hub, node_registry_actor nodes)
   : sys_(sys),
     inspector_(std::move(inspector)),
     historian_(std::move(historian)),
+    desk_(std::move(desk)),
     hub_(std::move(hub)),
     nodes_(std::move(nodes)) {
   // nop
@@ -147,7 +148,7 @@ void inspect_api::get_status(const pi::GetStatusRequest& req,
   q.verbosity = req.detailed() ? status_verbosity::detailed
                                : status_verbosity::info;
   ask_then<std::vector<component_status>>(
-    sys_, inspector_,
+    sys_, desk_,
     [resp](const std::vector<component_status>& xs) {
       convert::to_proto(xs, *resp);
       return grpc::Status::OK;

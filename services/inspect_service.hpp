@@ -12,10 +12,10 @@
 namespace recoverd {
 
 /// The Inspect operations, once for gRPC and HTTP alike. Each validates its
-/// request, asks the inspector (the fleet) or the historian (one job's past)
-/// without blocking, fills `resp` and calls `done` exactly once with the
-/// status to answer with (at once on bad input, otherwise from an actor
-/// thread). `resp` must stay valid until then.
+/// request, asks the inspector (the fleet), the historian (one job's past)
+/// or the status desk without blocking, fills `resp` and calls `done`
+/// exactly once with the status to answer with (at once on bad input,
+/// otherwise from an actor thread). `resp` must stay valid until then.
 class inspect_api {
 public:
   /// Receives the outcome of an operation.
@@ -24,8 +24,8 @@ public:
   /// @param nodes The fleet's node registry; without one (null) ListNodes
   ///        is UNAVAILABLE and /metrics counts no nodes.
   inspect_api(caf::actor_system& sys, inspector_actor inspector,
-              historian_actor historian, event_hub_actor hub,
-              node_registry_actor nodes = {});
+              historian_actor historian, status_desk_actor desk,
+              event_hub_actor hub, node_registry_actor nodes = {});
 
   /// ListJobs.
   void list_jobs(const recoverd::inspection::v1::ListJobsRequest& req,
@@ -77,6 +77,7 @@ private:
   caf::actor_system& sys_;
   inspector_actor inspector_;
   historian_actor historian_;
+  status_desk_actor desk_;
   event_hub_actor hub_;
   node_registry_actor nodes_;
 };

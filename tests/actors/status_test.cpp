@@ -1,5 +1,5 @@
 // The shared status request (style §15): every long-lived actor answers it,
-// the inspector fans it out to all of them, and a component that does not
+// the status desk fans it out to all of them, and a component that does not
 // answer in time is listed as such instead of failing the request.
 
 #include <doctest/doctest.h>
@@ -12,6 +12,7 @@
 #include "actors/inspector.hpp"
 #include "actors/job_registry.hpp"
 #include "actors/journal.hpp"
+#include "actors/status_desk.hpp"
 #include "fixtures/actor_fixture.hpp"
 #include "fixtures/jobs.hpp"
 #include "fixtures/temp_dir.hpp"
@@ -76,8 +77,33 @@ silent_historian(historian_actor::pointer self,
   };
 }
 
+/// An inspector that never answers, as if deep in its first fold of a huge
+/// log: it holds every status request it gets.
+inspector_actor::behavior_type
+silent_inspector(inspector_actor::pointer self,
+                 std::shared_ptr<held_questions> held) {
+  auto refused = [] { return make_error(errc::overloaded, "silent"); };
+  return {
+    [=](list_atom, std::string&) -> caf::result<std::vector<job_view>> {
+      return refused();
+    },
+    [=](get_atom, std::string&) -> caf::result<job_view> { return refused(); },
+    [=](metrics_atom) -> caf::result<cluster_stats> { return refused(); },
+    [=](goodput_atom, std::string&) -> caf::result<goodput_report> {
+      return refused();
+    },
+    [](sweep_atom) {
+      // nop
+    },
+    [=](status_atom, status_verbosity) -> caf::result<component_status> {
+      held->status.push_back(self->make_response_promise<component_status>());
+      return held->status.back();
+    },
+  };
+}
+
 /// Which of the fixture's components never answers.
-enum class silent { none, hub, historian };
+enum class silent { none, hub, historian, inspector };
 
 /// The daemon's long-lived actors over a real event log, on the test thread.
 struct status_fixture : test::actor_fixture {
@@ -88,6 +114,7 @@ struct status_fixture : test::actor_fixture {
   event_hub_actor hub;
   historian_actor historian_hdl;
   inspector_actor inspector_hdl;
+  status_desk_actor desk_hdl;
   std::shared_ptr<promises> pending = std::make_shared<promises>();
   std::shared_ptr<held_questions> held = std::make_shared<held_questions>();
 
@@ -116,12 +143,19 @@ struct status_fixture : test::actor_fixture {
       historian_hdl = sys().spawn(silent_historian, held);
     else
       historian_hdl = sys().spawn(recoverd::historian, reader);
-    inspector_hdl = sys().spawn(recoverd::inspector, reader, registry,
-                                journal_hdl, hub, historian_hdl);
+    if (quiet == silent::inspector)
+      inspector_hdl = sys().spawn(silent_inspector, held);
+    else
+      inspector_hdl = sys().spawn(recoverd::inspector, reader, registry,
+                                  journal_hdl, hub);
+    desk_hdl = sys().spawn(status_desk,
+                           status_components{registry, journal_hdl, hub,
+                                             inspector_hdl, historian_hdl});
     run();
   }
 
   ~status_fixture() override {
+    self->send_exit(desk_hdl, caf::exit_reason::user_shutdown);
     self->send_exit(inspector_hdl, caf::exit_reason::user_shutdown);
     self->send_exit(historian_hdl, caf::exit_reason::user_shutdown);
     self->send_exit(hub, caf::exit_reason::user_shutdown);
@@ -151,7 +185,7 @@ struct status_fixture : test::actor_fixture {
   }
 
   std::vector<component_status> fan_out(status_query q) {
-    return request<std::vector<component_status>>(inspector_hdl,
+    return request<std::vector<component_status>>(desk_hdl,
                                                   status_atom::value, q);
   }
 };
@@ -285,7 +319,7 @@ TEST_CASE_FIXTURE(status_fixture,
 }
 
 TEST_CASE_FIXTURE(status_fixture,
-                  "status: the inspector's fan-out lists every component, "
+                  "status: the status desk's fan-out lists every component, "
                   "and jobs only on request") {
   put("b", true);
   put("a");
@@ -322,14 +356,14 @@ TEST_CASE_FIXTURE(status_fixture,
   q = status_query{};
   q.job_id = "missing";
   auto err = request_error<std::vector<component_status>>(
-    inspector_hdl, status_atom::value, q);
+    desk_hdl, status_atom::value, q);
   CHECK(errc_of(err) == errc::unknown_job);
   q.every_job = true;
-  err = request_error<std::vector<component_status>>(inspector_hdl,
+  err = request_error<std::vector<component_status>>(desk_hdl,
                                                      status_atom::value, q);
   CHECK(errc_of(err) == errc::unknown_job);
   q.job_id = std::string(1, '\x01');
-  err = request_error<std::vector<component_status>>(inspector_hdl,
+  err = request_error<std::vector<component_status>>(desk_hdl,
                                                      status_atom::value, q);
   CHECK(errc_of(err) == errc::invalid_argument);
 }
@@ -340,7 +374,7 @@ TEST_CASE("status: a component that does not answer in time is listed as "
   fx.put("a");
   status_query q;
   q.timeout = std::chrono::milliseconds(1500);
-  auto res = fx.self->request(fx.inspector_hdl, caf::infinite,
+  auto res = fx.self->request(fx.desk_hdl, caf::infinite,
                               status_atom::value, q);
   fx.run();
   MESSAGE("the hub holds the request; the fan-out waits for it");
@@ -395,7 +429,7 @@ TEST_CASE("historian: a long post-mortem holds up none of the inspector's "
   MESSAGE("the fan-out lists the historian as unanswered, the rest healthy");
   status_query q;
   q.timeout = std::chrono::milliseconds(1500);
-  auto res = fx.self->request(fx.inspector_hdl, caf::infinite,
+  auto res = fx.self->request(fx.desk_hdl, caf::infinite,
                               status_atom::value, q);
   fx.run();
   CHECK(fx.held->status.size() == 1);
@@ -416,4 +450,36 @@ TEST_CASE("historian: a long post-mortem holds up none of the inspector's "
   MESSAGE("the historian's questions are still held: nothing waited on them");
   CHECK(fx.held->at.size() == 1);
   CHECK(fx.held->incidents.size() == 1);
+}
+
+TEST_CASE("status: a stuck inspector is listed as unanswered, and GetStatus "
+          "still answers") {
+  status_fixture fx{silent::inspector};
+  fx.put("a");
+  status_query q;
+  q.timeout = std::chrono::milliseconds(1500);
+  q.job_id = "a";
+  auto res = fx.self->request(fx.desk_hdl, caf::infinite, status_atom::value,
+                              q);
+  fx.run();
+  MESSAGE("the inspector holds its request; the desk waits for it");
+  CHECK(fx.held->status.size() == 1);
+  fx.fire_timers();
+  std::vector<component_status> xs;
+  res.receive([&](std::vector<component_status>& x) { xs = std::move(x); },
+              [](caf::error& err) { FAIL(message_of(err)); });
+  REQUIRE(names(xs)
+          == std::vector<std::string>{"job_registry", "journal", "event_hub",
+                                      "inspector", "historian", "job/a"});
+  CHECK(!xs[3].answered);
+  CHECK(xs[3].kind == "inspector");
+  CHECK(xs[3].problem == "did not answer within 1500 ms");
+  for (size_t i : {0, 1, 2, 4, 5}) {
+    CAPTURE(xs[i].name);
+    CHECK(xs[i].healthy());
+  }
+  MESSAGE("the desk answers the shared request too");
+  auto desk = fx.status(fx.desk_hdl);
+  CHECK(desk.name == "status_desk");
+  CHECK(desk.counters["rounds"] == 1);
 }
