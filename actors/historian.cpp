@@ -31,24 +31,26 @@ inspected_event render(const std::string& job_id, const event& ev,
           std::move(bytes)};
 }
 
-// The job's last seq; unknown_job when it has no events at all.
-caf::expected<uint64_t> known_last_seq(self_ptr self, const std::string& id) {
+// The first and last seqs of a job's stored events.
+struct stored_range {
+  uint64_t first = 0;
+  uint64_t last = 0;
+};
+
+// The job's stored seqs; unknown_job when it has no events at all.
+caf::expected<stored_range> known_range(self_ptr self, const std::string& id) {
   if (auto err = validate_job_id(id))
     return to_error(err);
-  auto last = self->state.log->last_seq(id);
+  const auto& log = *self->state.log;
+  auto last = log.last_seq(id);
   if (!last)
     return last.error();
   if (*last == 0)
     return make_error(errc::unknown_job, "job " + id + " has no events");
-  return last;
-}
-
-// The first stored seq of a job that has events.
-caf::expected<uint64_t> known_first_seq(self_ptr self, const std::string& id) {
-  auto first = self->state.log->first_seq(id);
+  auto first = log.first_seq(id);
   if (!first)
     return first.error();
-  return std::max<uint64_t>(*first, 1);
+  return stored_range{std::max<uint64_t>(*first, 1), *last};
 }
 
 caf::error purged_before(const std::string& id, uint64_t first,
@@ -142,12 +144,9 @@ historian(historian_actor::stateful_pointer<historian_state> self,
     [=](events_atom, std::string& id, uint64_t from,
         uint32_t limit) -> caf::result<event_page> {
       ++self->state.asked;
-      auto last = known_last_seq(self, id);
-      if (!last)
-        return last.error();
-      auto first = known_first_seq(self, id);
-      if (!first)
-        return first.error();
+      auto range = known_range(self, id);
+      if (!range)
+        return range.error();
       if (limit == 0)
         limit = default_page;
       limit = std::min(limit, max_page);
@@ -158,14 +157,14 @@ historian(historian_actor::stateful_pointer<historian_state> self,
       if (!xs)
         return xs.error();
       event_page page;
-      page.first_seq = *first;
+      page.first_seq = range->first;
       for (auto& x : *xs) {
         auto ev = storage::decode_stored_event(id, x.seq, x.bytes);
         if (!ev)
           return ev.error();
         page.events.push_back(render(id, *ev, std::move(x.bytes)));
       }
-      page.last_seq = *last;
+      page.last_seq = range->last;
       if (!page.events.empty()) {
         auto back = page.events.back().seq;
         page.last_seq = std::max(page.last_seq, back);
@@ -176,18 +175,15 @@ historian(historian_actor::stateful_pointer<historian_state> self,
     },
     [=](incidents_atom, std::string& id) -> caf::result<incident_list> {
       ++self->state.asked;
-      auto last = known_last_seq(self, id);
-      if (!last)
-        return last.error();
-      auto first = known_first_seq(self, id);
-      if (!first)
-        return first.error();
+      auto range = known_range(self, id);
+      if (!range)
+        return range.error();
       // What the retention kept of removed events, then the incidents of
       // the stored ones (which start between two flows).
       auto kept = storage::kept_incidents(*self->state.log, id);
       if (!kept)
         return kept.error();
-      auto h = incident_history(self, id, *first);
+      auto h = incident_history(self, id, range->first);
       if (!h)
         return h.error();
       auto xs = std::move(*kept);
@@ -197,19 +193,16 @@ historian(historian_actor::stateful_pointer<historian_state> self,
     },
     [=](at_atom, std::string& id, history_point& at) -> caf::result<job_at> {
       ++self->state.asked;
-      auto last = known_last_seq(self, id);
-      if (!last)
-        return last.error();
+      auto range = known_range(self, id);
+      if (!range)
+        return range.error();
       if (!at.by_time && at.seq == 0)
         return bad("seq", "must be >= 1");
-      if (!at.by_time && at.seq > *last)
+      if (!at.by_time && at.seq > range->last)
         return bad("seq", std::to_string(at.seq) + " is after the job's last "
-                            "event " + std::to_string(*last));
-      auto first = known_first_seq(self, id);
-      if (!first)
-        return first.error();
-      if (!at.by_time && at.seq < *first)
-        return purged_before(id, *first,
+                            "event " + std::to_string(range->last));
+      if (!at.by_time && at.seq < range->first)
+        return purged_before(id, range->first,
                              "the state at seq " + std::to_string(at.seq));
       // One pass for the point (a time needs every event's time) and the
       // flow running there; the state itself comes from replay.
@@ -230,8 +223,8 @@ historian(historian_actor::stateful_pointer<historian_state> self,
         });
       if (err && err != done)
         return err;
-      if (target == 0 && *first > 1)
-        return purged_before(id, *first,
+      if (target == 0 && range->first > 1)
+        return purged_before(id, range->first,
                              "the state at time "
                                + std::to_string(at.time_ms));
       if (target == 0)

@@ -1,13 +1,13 @@
 #include "storage/history_fold.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <thread>
 #include <vector>
 
 #include "actors/error.hpp"
 #include "storage/event_codec.hpp"
 #include "storage/event_log.hpp"
+#include "storage/job_runs.hpp"
 #include "storage/retention.hpp"
 
 namespace recoverd::storage {
@@ -59,53 +59,27 @@ caf::expected<folded_histories> fold_histories(const event_log& log,
   auto run = std::clamp<size_t>(n / (threads * 8), 1, 32);
   threads = std::clamp<size_t>(threads, 1, (n + run - 1) / run);
   std::vector<job_history> folded(n, job_history{keep});
-  std::vector<caf::error> errors(threads);
-  std::atomic<size_t> next{0};
-  std::atomic<bool> failed{false};
-  auto work = [&](size_t worker) {
-    event_log::reader reader{log};
-    for (;;) {
-      auto first = next.fetch_add(run);
-      if (first >= n)
-        return;
-      for (auto i = first; i < std::min(first + run, n); ++i) {
-        if (failed.load(std::memory_order_relaxed))
-          return;
-        const auto& id = (*ids)[i];
-        auto& h = folded[i];
-        bool seeded = false;
-        auto err = reader.for_each(
-          id, 1, [&](uint64_t seq, std::string_view bytes) -> caf::error {
-            auto ev = decode_stored_event(id, seq, bytes);
-            if (!ev)
-              return ev.error();
-            if (!seeded && seq > 1)
-              if (auto err = seed_history(log, id, seq, h))
-                return err;
-            seeded = true;
-            h.add(*ev);
-            return caf::none;
-          });
-        if (err) {
-          errors[worker] = std::move(err);
-          failed = true;
-          return;
-        }
-      }
-    }
-  };
-  if (threads == 1) {
-    work(0);
-  } else {
-    std::vector<std::thread> pool;
-    for (size_t t = 0; t < threads; ++t)
-      pool.emplace_back(work, t);
-    for (auto& t : pool)
-      t.join();
-  }
-  for (auto& err : errors)
-    if (err)
-      return std::move(err);
+  auto err = for_each_job(
+    log, n, threads, run,
+    [&](event_log::reader& reader, size_t i) -> caf::error {
+      const auto& id = (*ids)[i];
+      auto& h = folded[i];
+      bool seeded = false;
+      return reader.for_each(
+        id, 1, [&](uint64_t seq, std::string_view bytes) -> caf::error {
+          auto ev = decode_stored_event(id, seq, bytes);
+          if (!ev)
+            return ev.error();
+          if (!seeded && seq > 1)
+            if (auto err = seed_history(log, id, seq, h))
+              return err;
+          seeded = true;
+          h.add(*ev);
+          return caf::none;
+        });
+    });
+  if (err)
+    return err;
   result.histories.reserve(n);
   for (size_t i = 0; i < n; ++i)
     if (folded[i].seq() > 0)

@@ -6,6 +6,7 @@
 
 #include "actors/error.hpp"
 #include "storage/event_codec.hpp"
+#include "storage/job_runs.hpp"
 
 namespace recoverd::storage {
 
@@ -147,78 +148,51 @@ caf::expected<replay_result> replay_all(const event_log& log,
   std::vector<replayed_job> jobs(n);
   std::vector<std::optional<job_digest>> dormant(n);
   std::vector<std::optional<digest_record>> fresh(n);
-  std::vector<caf::error> errors(n);
-  std::atomic<size_t> next{0};
-  std::atomic<bool> failed{false};
-  auto work = [&] {
-    // Each thread takes runs in increasing order, so its iterators only
-    // ever move forward.
-    event_log::reader reader{log};
-    for (;;) {
-      auto first = next.fetch_add(run);
-      if (first >= n)
-        return;
-      for (auto i = first; i < std::min(first + run, n); ++i) {
-        if (failed.load(std::memory_order_relaxed))
-          return;
-        if (use_digests) {
-          auto digest = dormant_digest(reader, (*ids)[i]);
-          if (!digest) {
-            errors[i] = std::move(digest.error());
-            failed = true;
-            return;
-          }
-          if (*digest) {
-            dormant[i] = std::move(*digest);
-            continue;
-          }
-          // No current digest (after a crash): a fold good for the digest
-          // only, when the job may stay dormant.
-          std::optional<spec_size> head;
-          auto light = replay_with(reader, (*ids)[i], UINT64_MAX, &head);
-          if (!light) {
-            errors[i] = std::move(light.error());
-            failed = true;
-            return;
-          }
-          if (auto computed = to_digest(light->state)) {
-            if (head) {
-              computed->summary.pods = head->pods;
-              computed->summary.ranks = head->ranks;
-            }
-            fresh[i] = digest_record{(*ids)[i], light->state.seq,
-                                     encode_digest(*computed)};
-            dormant[i] = std::move(*computed);
-            // What the fold found, not the state it made (digest only).
-            jobs[i].events_replayed = light->events_replayed;
-            jobs[i].from_snapshot = light->from_snapshot;
-            jobs[i].discarded = std::move(light->discarded);
-            continue;
-          }
-          if (!light->state.exists) { // deleted: its end is all it takes
-            jobs[i] = std::move(*light);
-            continue;
-          }
+  auto err = for_each_job(
+    log, n, threads, run,
+    [&](event_log::reader& reader, size_t i) -> caf::error {
+      if (use_digests) {
+        auto digest = dormant_digest(reader, (*ids)[i]);
+        if (!digest)
+          return std::move(digest.error());
+        if (*digest) {
+          dormant[i] = std::move(*digest);
+          return caf::none;
         }
-        auto job = replay_with(reader, (*ids)[i], UINT64_MAX);
-        if (job) {
-          jobs[i] = std::move(*job);
-        } else {
-          errors[i] = std::move(job.error());
-          failed = true;
+        // No current digest (after a crash): a fold good for the digest
+        // only, when the job may stay dormant.
+        std::optional<spec_size> head;
+        auto light = replay_with(reader, (*ids)[i], UINT64_MAX, &head);
+        if (!light)
+          return std::move(light.error());
+        if (auto computed = to_digest(light->state)) {
+          if (head) {
+            computed->summary.pods = head->pods;
+            computed->summary.ranks = head->ranks;
+          }
+          fresh[i] = digest_record{(*ids)[i], light->state.seq,
+                                   encode_digest(*computed)};
+          dormant[i] = std::move(*computed);
+          // What the fold found, not the state it made (digest only).
+          jobs[i].events_replayed = light->events_replayed;
+          jobs[i].from_snapshot = light->from_snapshot;
+          jobs[i].discarded = std::move(light->discarded);
+          return caf::none;
+        }
+        if (!light->state.exists) { // deleted: its end is all it takes
+          jobs[i] = std::move(*light);
+          return caf::none;
         }
       }
-    }
-  };
-  std::vector<std::thread> workers;
-  for (size_t t = 1; t < threads; ++t)
-    workers.emplace_back(work);
-  work();
-  for (auto& w : workers)
-    w.join();
+      auto job = replay_with(reader, (*ids)[i], UINT64_MAX);
+      if (!job)
+        return std::move(job.error());
+      jobs[i] = std::move(*job);
+      return caf::none;
+    });
+  if (err)
+    return err;
   for (size_t i = 0; i < n; ++i) {
-    if (errors[i])
-      return std::move(errors[i]);
     auto& job = jobs[i];
     result.events_replayed += job.events_replayed;
     if (job.from_snapshot)

@@ -7,20 +7,6 @@
 
 namespace recoverd::storage {
 
-namespace {
-
-caf::expected<event> decode_at(const std::string& job_id, uint64_t seq,
-                               std::string_view bytes) {
-  auto ev = decode_event(bytes);
-  if (!ev)
-    return make_error(errc::corrupt_record,
-                      "job " + job_id + " event " + std::to_string(seq) + ": "
-                        + message_of(ev.error()));
-  return ev;
-}
-
-} // namespace
-
 caf::expected<std::optional<live_cut>>
 plan_live_cut(const event_log& log, const std::string& job_id,
               int64_t older_than_ms, uint64_t max_events, uint64_t& examined) {
@@ -57,7 +43,7 @@ plan_live_cut(event_log::reader& reader, const event_log& log,
       if (seq >= limit)
         return done;
       ++examined;
-      auto ev = decode_at(job_id, seq, bytes);
+      auto ev = decode_stored_event(job_id, seq, bytes);
       if (!ev)
         return ev.error();
       if (ev->time_ms >= older_than_ms)
@@ -98,7 +84,7 @@ plan_live_cut(event_log::reader& reader, const event_log& log,
                        if (seq >= cut)
                          return done;
                        ++examined;
-                       auto ev = decode_at(job_id, seq, bytes);
+                       auto ev = decode_stored_event(job_id, seq, bytes);
                        if (!ev)
                          return ev.error();
                        h.add(*ev);

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <functional>
 #include <memory>
 
 #include "actors/event_hub.hpp"
@@ -182,6 +183,20 @@ struct status_fixture : test::actor_fixture {
   component_status status(const status_client_actor& hdl,
                           status_verbosity v = status_verbosity::info) {
     return request<component_status>(hdl, status_atom::value, v);
+  }
+
+  /// A fan-out that waits on a silent component: sent and run until only
+  /// its timeout is left, `meanwhile` called, the timers fired.
+  std::vector<component_status>
+  fan_out_held(const status_query& q, const std::function<void()>& meanwhile) {
+    auto res = self->request(desk_hdl, caf::infinite, status_atom::value, q);
+    run();
+    meanwhile();
+    fire_timers();
+    std::vector<component_status> xs;
+    res.receive([&](std::vector<component_status>& x) { xs = std::move(x); },
+                [](caf::error& err) { FAIL(message_of(err)); });
+    return xs;
   }
 
   std::vector<component_status> fan_out(status_query q) {
@@ -374,15 +389,10 @@ TEST_CASE("status: a component that does not answer in time is listed as "
   fx.put("a");
   status_query q;
   q.timeout = std::chrono::milliseconds(1500);
-  auto res = fx.self->request(fx.desk_hdl, caf::infinite,
-                              status_atom::value, q);
-  fx.run();
-  MESSAGE("the hub holds the request; the fan-out waits for it");
-  CHECK(fx.pending->size() == 1);
-  fx.fire_timers();
-  std::vector<component_status> xs;
-  res.receive([&](std::vector<component_status>& x) { xs = std::move(x); },
-              [](caf::error& err) { FAIL(message_of(err)); });
+  auto xs = fx.fan_out_held(q, [&] {
+    MESSAGE("the hub holds the request; the fan-out waits for it");
+    CHECK(fx.pending->size() == 1);
+  });
   REQUIRE(names(xs)
           == std::vector<std::string>{"job_registry", "journal", "event_hub",
                                       "inspector", "historian"});
@@ -429,14 +439,8 @@ TEST_CASE("historian: a long post-mortem holds up none of the inspector's "
   MESSAGE("the fan-out lists the historian as unanswered, the rest healthy");
   status_query q;
   q.timeout = std::chrono::milliseconds(1500);
-  auto res = fx.self->request(fx.desk_hdl, caf::infinite,
-                              status_atom::value, q);
-  fx.run();
-  CHECK(fx.held->status.size() == 1);
-  fx.fire_timers();
-  std::vector<component_status> xs;
-  res.receive([&](std::vector<component_status>& x) { xs = std::move(x); },
-              [](caf::error& err) { FAIL(message_of(err)); });
+  auto xs = fx.fan_out_held(q,
+                            [&] { CHECK(fx.held->status.size() == 1); });
   REQUIRE(names(xs)
           == std::vector<std::string>{"job_registry", "journal", "event_hub",
                                       "inspector", "historian"});
@@ -459,15 +463,10 @@ TEST_CASE("status: a stuck inspector is listed as unanswered, and GetStatus "
   status_query q;
   q.timeout = std::chrono::milliseconds(1500);
   q.job_id = "a";
-  auto res = fx.self->request(fx.desk_hdl, caf::infinite, status_atom::value,
-                              q);
-  fx.run();
-  MESSAGE("the inspector holds its request; the desk waits for it");
-  CHECK(fx.held->status.size() == 1);
-  fx.fire_timers();
-  std::vector<component_status> xs;
-  res.receive([&](std::vector<component_status>& x) { xs = std::move(x); },
-              [](caf::error& err) { FAIL(message_of(err)); });
+  auto xs = fx.fan_out_held(q, [&] {
+    MESSAGE("the inspector holds its request; the desk waits for it");
+    CHECK(fx.held->status.size() == 1);
+  });
   REQUIRE(names(xs)
           == std::vector<std::string>{"job_registry", "journal", "event_hub",
                                       "inspector", "historian", "job/a"});
