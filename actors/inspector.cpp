@@ -6,9 +6,6 @@
 
 #include "actors/config.hpp"
 #include "actors/error.hpp"
-#include "actors/event_hub.hpp"
-#include "actors/job_registry.hpp"
-#include "actors/journal.hpp"
 #include "actors/log.hpp"
 #include "storage/event_codec.hpp"
 #include "storage/event_log.hpp"
