@@ -142,20 +142,26 @@ job_history::job_history(size_t keep) : keep_(keep) {
   // nop
 }
 
+job_history::job_history(fold_state s, size_t keep)
+  : keep_(keep), s_(std::move(s)) {
+  while (s_.finished.size() > keep_)
+    s_.finished.pop_front();
+}
+
 void job_history::follow(const recovery_delta& d) {
   const auto& v = d.values;
   if (d.replaces(recovery_field::uuid))
-    facts_.uuid = v.flow.uuid;
+    s_.facts.uuid = v.flow.uuid;
   if (d.replaces(recovery_field::decided))
-    facts_.decided = v.flow.decided;
+    s_.facts.decided = v.flow.decided;
   if (d.replaces(recovery_field::om_kind))
-    facts_.om = v.action.kind;
+    s_.facts.om = v.action.kind;
   if (d.replaces(recovery_field::last_outcome))
-    facts_.last_outcome = v.job.last_outcome;
+    s_.facts.last_outcome = v.job.last_outcome;
 }
 
 void job_history::reach(const event& ev, const char* name) {
-  auto& x = *active_;
+  auto& x = *s_.active;
   if (x.phase(name) != nullptr)
     return;
   incident_phase p;
@@ -170,20 +176,20 @@ void job_history::reach(const event& ev, const char* name) {
 
 void job_history::open(const event& ev, const flow_stepped& x) {
   incident i;
-  i.kind = flow_kind(x, facts_.om);
+  i.kind = flow_kind(x, s_.facts.om);
   i.first_seq = ev.seq;
   i.started_ms = ev.time_ms;
-  active_ = std::move(i);
-  reach(ev, active_->kind == "recovery" ? "fault_seen" : "requested");
+  s_.active = std::move(i);
+  reach(ev, s_.active->kind == "recovery" ? "fault_seen" : "requested");
   attribute(ev, x);
 }
 
 void job_history::attribute(const event&, const flow_stepped& x) {
-  auto& a = active_->attribution;
+  auto& a = s_.active->attribution;
   // Places `a` at `rank`'s node and device, if the topology has the rank.
   auto place = [&](const std::string& rank) {
-    auto i = places_.find(rank);
-    if (i == places_.end())
+    auto i = s_.places.find(rank);
+    if (i == s_.places.end())
       return false;
     a.node = i->second.first;
     a.device = i->second.second;
@@ -214,7 +220,7 @@ void job_history::attribute(const event&, const flow_stepped& x) {
       place(x.input.switch_ranks.front());
     return;
   }
-  if (!snapshot_) {
+  if (!s_.snapshot) {
     a.source = cause::other;
     if (!ranks.empty())
       place(ranks.front());
@@ -225,17 +231,17 @@ void job_history::attribute(const event&, const flow_stepped& x) {
   // the topology does not say which).
   a.source = cause::fault_center;
   std::vector<const device_fault*> matched;
-  for (const auto& f : snapshot_->faults)
+  for (const auto& f : s_.snapshot->faults)
     for (const auto& r : ranks) {
-      auto i = places_.find(r);
-      if (i != places_.end() && i->second.first == f.node_name
+      auto i = s_.places.find(r);
+      if (i != s_.places.end() && i->second.first == f.node_name
           && (f.device_id.empty() || f.device_id == i->second.second)) {
         matched.push_back(&f);
         break;
       }
     }
-  if (matched.empty() && !snapshot_->faults.empty())
-    matched.push_back(&snapshot_->faults.front());
+  if (matched.empty() && !s_.snapshot->faults.empty())
+    matched.push_back(&s_.snapshot->faults.front());
   if (matched.empty())
     return;
   a.node = matched.front()->node_name;
@@ -250,13 +256,13 @@ void job_history::attribute(const event&, const flow_stepped& x) {
 
 void job_history::update(const event& ev, const flow_stepped& x,
                          bool milestones) {
-  auto& i = *active_;
+  auto& i = *s_.active;
   ++i.steps;
   i.last_seq = ev.seq;
   i.last_time_ms = ev.time_ms;
   i.state = to_string(x.path.empty() ? st::init : x.path.back());
   if (i.uuid.empty())
-    i.uuid = facts_.uuid;
+    i.uuid = s_.facts.uuid;
   auto add_rank = [&](const std::string& rank) {
     if (std::find(i.fault_ranks.begin(), i.fault_ranks.end(), rank)
         == i.fault_ranks.end())
@@ -280,7 +286,7 @@ void job_history::update(const event& ev, const flow_stepped& x,
   if (!milestones)
     return;
   // Strategies decided in this step: `decided` only grows during a flow.
-  const auto& decided = facts_.decided;
+  const auto& decided = s_.facts.decided;
   if (decided.size() > i.strategies.size()) {
     for (auto k = i.strategies.size(); k < decided.size(); ++k)
       i.strategies.push_back(decided[k]);
@@ -297,32 +303,32 @@ void job_history::update(const event& ev, const flow_stepped& x,
 }
 
 void job_history::close(const event& ev, std::string outcome) {
-  auto& i = *active_;
+  auto& i = *s_.active;
   i.last_seq = ev.seq;
   i.last_time_ms = ev.time_ms;
   i.ended_ms = ev.time_ms;
   i.active = false;
   i.outcome = std::move(outcome);
   reach(ev, "result");
-  ++counts_[{i.kind, i.strategy, i.outcome}];
-  tally_.add(i);
-  finished_.push_back(std::move(i));
-  active_.reset();
-  while (finished_.size() > keep_)
-    finished_.pop_front();
+  ++s_.counts[{i.kind, i.strategy, i.outcome}];
+  s_.tally.add(i);
+  s_.finished.push_back(std::move(i));
+  s_.active.reset();
+  while (s_.finished.size() > keep_)
+    s_.finished.pop_front();
 }
 
 void job_history::add(const event& ev) {
-  seq_ = ev.seq;
-  last_time_ms_ = std::max(last_time_ms_, ev.time_ms);
+  s_.seq = ev.seq;
+  s_.last_time_ms = std::max(s_.last_time_ms, ev.time_ms);
   // A snapshot only attributes the step decided together with it, which
   // is the next event.
   if (const auto* x = std::get_if<device_faults_reported>(&ev.body)) {
-    snapshot_ = *x;
+    s_.snapshot = *x;
     return;
   }
   fold(ev);
-  snapshot_.reset();
+  s_.snapshot.reset();
 }
 
 void job_history::fold(const event& ev) {
@@ -337,108 +343,109 @@ void job_history::fold(const event& ev) {
       const auto& from = path[k - 1];
       const auto& to = path[k];
       if (is_idle(from) && !is_idle(to)) {
-        if (active_)
+        if (s_.active)
           close(ev, "interrupted");
         open(ev, *x);
         // Milestones of this step belong to the flow that ended earlier in
         // it, if one did; a flow begun after that only starts.
         update(ev, *x, !closed_here);
         applied = true;
-      } else if (is_idle(to) && !is_idle(from) && active_) {
+      } else if (is_idle(to) && !is_idle(from) && s_.active) {
         if (!applied)
           update(ev, *x, true);
         applied = true;
         std::string outcome;
         if (k + 1 == path.size()) {
-          outcome = facts_.last_outcome;
+          outcome = s_.facts.last_outcome;
           // A link switch that ended without any recovery strategy ends
           // with what the operator was told.
-          if (active_->kind != "recovery" && active_->strategies.empty()
-              && !active_->operator_result.empty())
-            outcome = active_->operator_result;
+          if (s_.active->kind != "recovery" && s_.active->strategies.empty()
+              && !s_.active->operator_result.empty())
+            outcome = s_.active->operator_result;
         } else {
-          outcome = active_->operator_result.empty() ? std::string{"ended"}
-                                                     : active_->operator_result;
+          outcome = s_.active->operator_result.empty()
+            ? std::string{"ended"}
+            : s_.active->operator_result;
         }
         close(ev, outcome.empty() ? std::string{"ended"} : std::move(outcome));
         applied = false;
         closed_here = true;
       }
     }
-    if (active_ && !applied)
+    if (s_.active && !applied)
       update(ev, *x, true);
     return;
   }
   if (const auto* x = std::get_if<job_put>(&ev.body)) {
-    if (x->created && active_)
+    if (x->created && s_.active)
       close(ev, "job re-created");
     if (x->created)
-      registered_ = false;
+      s_.registered = false;
     // A re-created job begins a new life; the old one was observed until
     // now.
-    if (x->created && exists_)
-      observed_ms_ += std::max<int64_t>(ev.time_ms - life_started_ms_, 0);
-    if (x->created || !exists_)
-      life_started_ms_ = ev.time_ms;
-    exists_ = true;
-    places_.clear();
+    if (x->created && s_.exists)
+      s_.observed_ms += std::max<int64_t>(ev.time_ms - s_.life_started_ms, 0);
+    if (x->created || !s_.exists)
+      s_.life_started_ms = ev.time_ms;
+    s_.exists = true;
+    s_.places.clear();
     for (const auto& p : x->spec.pods)
       for (const auto& d : p.devices)
-        places_[d.rank_id] = {p.node_name, d.device_id};
+        s_.places[d.rank_id] = {p.node_name, d.device_id};
     return;
   }
   if (std::holds_alternative<job_deleted>(ev.body)) {
-    if (active_)
+    if (s_.active)
       close(ev, "job deleted");
-    if (exists_)
-      observed_ms_ += std::max<int64_t>(ev.time_ms - life_started_ms_, 0);
+    if (s_.exists)
+      s_.observed_ms += std::max<int64_t>(ev.time_ms - s_.life_started_ms, 0);
     // A deleted job's history outlives it: only its sums are worth keeping.
-    places_.clear();
-    exists_ = false;
-    registered_ = false;
+    s_.places.clear();
+    s_.exists = false;
+    s_.registered = false;
     return;
   }
   if (std::holds_alternative<job_registered>(ev.body)) {
-    registered_ = true;
+    s_.registered = true;
     return;
   }
   if (const auto* x = std::get_if<subscriber_attached>(&ev.body)) {
-    subscription_ = {x->generation, x->role, x->peer, ev.time_ms};
+    s_.subscription = {x->generation, x->role, x->peer, ev.time_ms};
     return;
   }
 }
 
 std::vector<incident> job_history::all() const {
-  std::vector<incident> result{finished_.begin(), finished_.end()};
-  if (active_)
-    result.push_back(*active_);
+  std::vector<incident> result{s_.finished.begin(), s_.finished.end()};
+  if (s_.active)
+    result.push_back(*s_.active);
   return result;
 }
 
 goodput_figures job_history::figures(int64_t now_ms) const {
-  now_ms = std::max(now_ms, last_time_ms_);
+  now_ms = std::max(now_ms, s_.last_time_ms);
   goodput_figures result;
-  result.incidents = tally_.incidents;
-  result.recoveries = tally_.recoveries;
-  result.recovery_lost_ms = tally_.recovery_lost_ms;
-  result.time_lost_ms = tally_.lost_ms;
-  result.by_cause = tally_.by_cause;
-  if (active_) {
+  result.incidents = s_.tally.incidents;
+  result.recoveries = s_.tally.recoveries;
+  result.recovery_lost_ms = s_.tally.recovery_lost_ms;
+  result.time_lost_ms = s_.tally.lost_ms;
+  result.by_cause = s_.tally.by_cause;
+  if (s_.active) {
     ++result.incidents;
     ++result.active;
-    result.time_lost_ms += now_ms - active_->started_ms;
-    ++result.by_cause[cause_label(active_->attribution.source)];
+    result.time_lost_ms += now_ms - s_.active->started_ms;
+    ++result.by_cause[cause_label(s_.active->attribution.source)];
   }
-  result.observed_ms = observed_ms_;
-  if (exists_)
-    result.observed_ms += std::max<int64_t>(now_ms - life_started_ms_, 0);
+  result.observed_ms = s_.observed_ms;
+  if (s_.exists)
+    result.observed_ms += std::max<int64_t>(now_ms - s_.life_started_ms, 0);
   result.finish();
   return result;
 }
 
 void job_history::add_kept(const incident& x) {
-  ++counts_[{x.kind, x.strategy, x.outcome}];
-  tally_.add(x);
+  ++s_.counts[{x.kind, x.strategy, x.outcome}];
+  s_.tally.add(x);
 }
 
 std::vector<incident> build_incidents(const std::vector<event>& evs) {

@@ -143,51 +143,100 @@ struct subscription_record {
 /// order, from the first.
 class job_history {
 public:
+  /// What the incidents need of the recovery state, followed through the
+  /// steps' changes.
+  struct flow_facts {
+    std::string uuid;
+    std::vector<std::string> decided;
+    om_kind om = om_kind::none;
+    std::string last_outcome;
+  };
+
+  /// Everything the fold holds after its last event: what a stored history
+  /// keeps (see `storage/incident_codec`) to be taken up again.
+  struct fold_state {
+    /// Finished incidents, oldest first (at most the history's `keep`).
+    std::deque<incident> finished;
+    /// The running flow, if any.
+    std::optional<incident> active;
+    /// Every finished incident ever folded or kept, by its labels.
+    incident_counts counts;
+    /// Goodput sums over the same incidents.
+    goodput_tally tally;
+    /// Time the job existed in its earlier lives, ms; when its current life
+    /// began; the time of the last event (all Unix ms).
+    int64_t observed_ms = 0;
+    int64_t life_started_ms = 0;
+    int64_t last_time_ms = 0;
+    /// The latest subscription.
+    subscription_record subscription;
+    /// The job exists (put and not deleted); it is registered.
+    bool exists = false;
+    bool registered = false;
+    /// Sequence number of the last event folded.
+    uint64_t seq = 0;
+    flow_facts facts;
+    /// Where each global rank of the job's latest spec lives: its node and
+    /// device id (for attribution; as big as the job's topology).
+    std::unordered_map<std::string, std::pair<std::string, std::string>> places;
+    /// The fault-center snapshot of the previous event, if it was one.
+    std::optional<device_faults_reported> snapshot;
+  };
+
   /// @param keep How many finished incidents to keep (the oldest are
   ///             dropped; counts keep counting).
   explicit job_history(size_t keep = SIZE_MAX);
+
+  /// Takes up a fold where `s` left it, keeping `keep` finished incidents
+  /// (the oldest of `s.finished` beyond that are dropped).
+  job_history(fold_state s, size_t keep);
+
+  /// What the fold holds now.
+  const fold_state& state() const {
+    return s_;
+  }
 
   /// Folds one event.
   void add(const event& ev);
 
   /// Finished incidents, oldest first (at most `keep`).
   const std::deque<incident>& finished() const {
-    return finished_;
+    return s_.finished;
   }
 
   /// The running flow, if any.
   const std::optional<incident>& active() const {
-    return active_;
+    return s_.active;
   }
 
   /// The last finished incident, or null.
   const incident* last_finished() const {
-    return finished_.empty() ? nullptr : &finished_.back();
+    return s_.finished.empty() ? nullptr : &s_.finished.back();
   }
 
   /// Every finished incident ever folded, by (kind, strategy, outcome).
   const incident_counts& counts() const {
-    return counts_;
+    return s_.counts;
   }
 
   /// The job exists after the last event (put and not deleted).
   bool exists() const {
-    return exists_;
+    return s_.exists;
   }
 
   /// The job is registered for recovery after the last event.
   bool registered() const {
-    return registered_;
+    return s_.registered;
   }
 
   /// The latest subscription.
   const subscription_record& subscription() const {
-    return subscription_;
+    return s_.subscription;
   }
 
   /// Sequence number of the last event folded.
   uint64_t seq() const {
-    return seq_;
+    return s_.seq;
   }
 
   /// Finished incidents followed by the running one.
@@ -195,7 +244,7 @@ public:
 
   /// Goodput sums over every finished incident ever folded or kept.
   const goodput_tally& tally() const {
-    return tally_;
+    return s_.tally;
   }
 
   /// The job's goodput at `now_ms` (Unix ms): the finished incidents, the
@@ -215,36 +264,8 @@ private:
   void attribute(const event& ev, const flow_stepped& x);
   void fold(const event& ev);
 
-  /// What the incidents need of the recovery state, followed through the
-  /// steps' changes.
-  struct flow_facts {
-    std::string uuid;
-    std::vector<std::string> decided;
-    om_kind om = om_kind::none;
-    std::string last_outcome;
-  };
-
   size_t keep_;
-  std::deque<incident> finished_;
-  std::optional<incident> active_;
-  incident_counts counts_;
-  goodput_tally tally_;
-  /// Time the job existed in its earlier lives, ms; when its current life
-  /// began; the time of the last event (all Unix ms).
-  int64_t observed_ms_ = 0;
-  int64_t life_started_ms_ = 0;
-  int64_t last_time_ms_ = 0;
-  subscription_record subscription_;
-  bool exists_ = false;
-  bool registered_ = false;
-  uint64_t seq_ = 0;
-  flow_facts facts_;
-  /// Where each global rank of the job's latest spec lives: its node and
-  /// device id (for attribution; as big as the job's topology).
-  std::unordered_map<std::string, std::pair<std::string, std::string>>
-    places_;
-  /// The fault-center snapshot of the previous event, if it was one.
-  std::optional<device_faults_reported> snapshot_;
+  fold_state s_;
 };
 
 /// Every incident of a job's events (finished ones, then the running one).

@@ -7,9 +7,12 @@
 #include <set>
 #include <utility>
 
+#include "actors/error.hpp"
 #include "actors/model/fault_center.hpp"
+#include "actors/model/incidents.hpp"
 #include "actors/model/recovery.hpp"
 #include "storage/event_codec.hpp"
+#include "storage/incident_codec.hpp"
 
 namespace recoverd::dst {
 
@@ -535,9 +538,39 @@ private:
         fail("replay", "folding the decoded events differs from the live "
                        "state in "
                          + diff);
+      check_history(*d);
     }
     note(std::to_string(d->events.size()) + " events");
     return true;
+  }
+
+  // The inspector's fold of the job's history, stored and taken up again
+  // after every commit (as across a clean stop), then fed the commit's
+  // events, is the fold that never stopped.
+  void check_history(const decision& d) {
+    auto first = live_.seq - d.events.size() + 1;
+    auto stored
+      = storage::decode_history(storage::encode_history(resumed_.state()));
+    if (!stored) {
+      fail("history",
+           "the stored fold before event #" + std::to_string(first)
+             + " does not decode: " + message_of(stored.error()));
+      return;
+    }
+    resumed_ = job_history{std::move(*stored), history_keep};
+    for (auto seq = first; seq <= live_.seq; ++seq) {
+      auto ev = storage::decode_event(log_[seq - 1]);
+      if (!ev)
+        return; // the codec check above reported it
+      history_.add(*ev);
+      resumed_.add(*ev);
+    }
+    if (storage::encode_history(resumed_.state())
+        != storage::encode_history(history_.state()))
+      fail("history",
+           "the fold taken up from its stored form before event #"
+             + std::to_string(first)
+             + " differs from the fold that never stopped");
   }
 
   // -- the flow checks --------------------------------------------------------
@@ -1154,6 +1187,11 @@ private:
   job_model live_;
   // The fold of the decoded log, kept step by step.
   job_model shadow_;
+  // The inspector's fold of the log, and one stored and taken up at every
+  // commit (as the inspector keeps one, a few incidents).
+  static constexpr size_t history_keep = 2;
+  job_history history_{history_keep};
+  job_history resumed_{history_keep};
   std::vector<std::string> log_;
   // The snapshot of the last restart and the sequence number it holds.
   std::string snapshot_;
