@@ -460,10 +460,12 @@ event_log::read_fleet(const std::string& name) const {
 }
 
 caf::expected<size_t>
-event_log::put_digests(const std::vector<digest_record>& xs) {
+event_log::put_cached(const std::vector<digest_record>& xs, bool histories) {
+  std::string what = histories ? "histories" : "digests";
   if (impl_->opts.read_only)
     return make_error(errc::storage_failure,
-                      "the log is open read-only: digests cannot be stored");
+                      "the log is open read-only: " + what
+                        + " cannot be stored");
   std::unique_ptr<rocksdb::Iterator> it{
     impl_->db->NewIterator(rocksdb::ReadOptions{}, impl_->h(cf_events))};
   rocksdb::WriteBatch batch;
@@ -476,17 +478,29 @@ event_log::put_digests(const std::vector<digest_record>& xs) {
       continue;
     auto value = seq_prefixed(x.seq, be64(last->second));
     value.append(x.bytes);
-    batch.Put(impl_->h(cf_digests), x.job_id, value);
+    batch.Put(impl_->h(cf_digests),
+              histories ? history_key(x.job_id) : x.job_id, value);
     ++stored;
   }
   if (stored == 0)
     return stored;
-  if (auto err = check_space(impl_->opts.path, impl_->opts.min_free_bytes,
-                             batch.GetDataSize(), "cannot store digests"))
+  if (auto err
+      = check_space(impl_->opts.path, impl_->opts.min_free_bytes,
+                    batch.GetDataSize(), ("cannot store " + what).c_str()))
     return err;
   if (auto st = impl_->db->Write(impl_->write_opts, &batch); !st.ok())
-    return io_error("cannot store digests", st);
+    return io_error("cannot store " + what, st);
   return stored;
+}
+
+caf::expected<size_t>
+event_log::put_digests(const std::vector<digest_record>& xs) {
+  return put_cached(xs, false);
+}
+
+caf::expected<size_t>
+event_log::put_histories(const std::vector<digest_record>& xs) {
+  return put_cached(xs, true);
 }
 
 caf::expected<std::vector<std::string>> event_log::job_ids() const {
@@ -605,6 +619,7 @@ caf::expected<bool> event_log::discard(const std::string& job_id,
   batch.Delete(impl_->h(cf_events), key);
   // The next event takes the discarded one's seq: no digest may match it.
   batch.Delete(impl_->h(cf_digests), job_id);
+  batch.Delete(impl_->h(cf_digests), history_key(job_id));
   // A torn record is among the newest: search the order from its end.
   bool found = false;
   {
@@ -694,6 +709,27 @@ event_log::reader::digest(const std::string& job_id) {
       || last->second != get_be64(value, 8))
     return result{};
   return result{std::string{value.substr(16)}};
+}
+
+caf::expected<std::optional<snapshot_record>>
+event_log::reader::history(const std::string& job_id) {
+  using result = std::optional<snapshot_record>;
+  if (!impl_->digests)
+    return result{};
+  auto found = seek_exact(*impl_->digests, history_key(job_id), "history");
+  if (!found)
+    return found.error();
+  // A stored history is a cache: a malformed one is as good as none.
+  if (!*found || (*found)->size() < 16)
+    return result{};
+  auto value = **found;
+  auto seq = get_be64(value);
+  auto event = seek_exact(*impl_->events, event_key(job_id, seq), "event");
+  if (!event)
+    return event.error();
+  if (!*event || record_hash(**event) != get_be64(value, 8))
+    return result{};
+  return result{snapshot_record{job_id, seq, std::string{value.substr(16)}}};
 }
 
 caf::error event_log::reader::for_each(

@@ -184,6 +184,13 @@ public:
   [[nodiscard]] caf::expected<size_t>
   put_digests(const std::vector<digest_record>& xs);
 
+  /// Stores the inspector's folds of jobs' histories (`JobHistoryRecord`
+  /// bytes, see `storage/incident_codec`) in one write, each in place of the
+  /// job's earlier one and only while its seq is the job's last event.
+  /// Returns how many were stored.
+  [[nodiscard]] caf::expected<size_t>
+  put_histories(const std::vector<digest_record>& xs);
+
   /// Every job id that has events, in key order.
   [[nodiscard]] caf::expected<std::vector<std::string>> job_ids() const;
 
@@ -262,6 +269,13 @@ public:
     [[nodiscard]] caf::expected<std::optional<std::string>>
     digest(const std::string& job_id);
 
+    /// The stored fold of `job_id`'s history (see `put_histories`) and the
+    /// seq it was taken at, if one is stored and the job's event at that
+    /// seq is still the very record it was taken at (later events may
+    /// follow it); none otherwise.
+    [[nodiscard]] caf::expected<std::optional<snapshot_record>>
+    history(const std::string& job_id);
+
     /// The base state of `job_id` (see `event_log::base`), if any.
     [[nodiscard]] caf::expected<std::optional<snapshot_record>>
     base(const std::string& job_id);
@@ -274,6 +288,9 @@ public:
 private:
   struct impl;
   explicit event_log(std::unique_ptr<impl> p);
+  // Digests, or with `histories` stored histories (see `put_histories`).
+  caf::expected<size_t> put_cached(const std::vector<digest_record>& xs,
+                                   bool histories);
   std::unique_ptr<impl> impl_;
 };
 

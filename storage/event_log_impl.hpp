@@ -33,7 +33,10 @@ enum cf : size_t {
   cf_fleet = 7,     // fleet streams: 'e' stream \0 be64(seq) -> event bytes,
                     // 's' stream -> be64(seq) + snapshot bytes
   cf_digests = 8,   // job id -> be64(seq) + be64(hash of the event record
-                    // at seq) + digest bytes
+                    // at seq) + digest bytes; history_key(job id) -> the
+                    // same for the inspector's fold of the job's history
+                    // (in this family: a version that predates it opens
+                    // the log all the same, and never reads the key)
   cf_count = 9,
 };
 
@@ -48,6 +51,15 @@ inline constexpr const char* cf_names[cf_count]
 constexpr bool optional_family(size_t x) {
   return x == cf_incidents || x == cf_bases || x == cf_fleet
          || x == cf_digests;
+}
+
+/// Key of a job's stored history in the digests family: the job id, a 0
+/// byte (job ids hold no control characters) and "history".
+inline std::string history_key(std::string_view job_id) {
+  std::string out{job_id};
+  out.push_back('\0');
+  out.append("history");
+  return out;
 }
 
 /// Highest position ever handed out, kept when the newest index entries

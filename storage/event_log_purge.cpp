@@ -119,6 +119,7 @@ caf::expected<purge_stats> event_log::commit_purge(const purge_plan& plan) {
     // A job created again after the purge starts at seq 1: no digest of
     // its old life may match it.
     batch.Delete(impl_->h(cf_digests), t.job_id);
+    batch.Delete(impl_->h(cf_digests), history_key(t.job_id));
     if (*snap && (*snap)->seq <= t.up_to_seq) {
       batch.Delete(impl_->h(cf_snapshots), t.job_id);
       ++stats.snapshots;

@@ -24,6 +24,10 @@ struct folded_histories {
   /// Every event up to this global position is folded (some after it may
   /// be too: they were appended while the fold ran).
   uint64_t position = 0;
+  /// Jobs whose history was taken up from its stored fold (see
+  /// `event_log::put_histories`), and the events read from the log.
+  size_t restored = 0;
+  uint64_t events = 0;
 };
 
 /// Starts `h`, the history of job `job_id` whose first stored event is
@@ -38,7 +42,9 @@ struct folded_histories {
 /// Folds every job's stored events into its history, keeping `keep`
 /// finished incidents each, on `threads` threads (0: one per core, at most
 /// 8). The same histories as folding the log's global order from its start,
-/// in a fraction of the time: jobs fold independently.
+/// in a fraction of the time: jobs fold independently. A job with a stored
+/// fold still valid (see `event_log::reader::history`) is taken up from it
+/// and folds only the events after it.
 [[nodiscard]] caf::expected<folded_histories>
 fold_histories(const event_log& log, size_t keep, size_t threads = 0);
 

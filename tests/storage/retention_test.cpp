@@ -13,6 +13,7 @@
 #include "storage/event_codec.hpp"
 #include "storage/event_log.hpp"
 #include "storage/history_fold.hpp"
+#include "storage/incident_codec.hpp"
 #include "storage/replay.hpp"
 #include "storage/retention.hpp"
 
@@ -386,15 +387,13 @@ TEST_CASE("retention: the deleted-job purge removes the kept incidents and "
   CHECK(ids->empty());
 }
 
-TEST_CASE("history fold: job by job on several threads, the same histories "
-          "as the log's global order from its start") {
-  test::temp_dir dir;
-  auto log = open_log(dir / "db");
-  MESSAGE("70 jobs (three runs of 32 ids, so every thread gets some), their "
-          "events interleaved as concurrent jobs write them, each with a "
-          "snapshot in flow U2");
+namespace {
+
+// `n` jobs of `two_flows`, their events interleaved as concurrent jobs
+// write them, each with a snapshot in flow U2.
+std::vector<story> write_stories(event_log& log, int n) {
   std::vector<story> stories;
-  for (int j = 0; j < 70; ++j)
+  for (int j = 0; j < n; ++j)
     stories.push_back(two_flows("job-" + std::to_string(100 + j)));
   const auto events = stories.front().evs.size();
   for (uint64_t seq = 1; seq <= events; ++seq) {
@@ -406,8 +405,31 @@ TEST_CASE("history fold: job by job on several threads, the same histories "
       if (seq == 8)
         snaps.push_back(x.snapshot_at(seq));
     }
-    REQUIRE_FALSE(log->append(batch, snaps));
+    REQUIRE_FALSE(log.append(batch, snaps));
   }
+  return stories;
+}
+
+// Events of `id` in the log.
+uint64_t stored_events(const event_log& log, const std::string& id) {
+  auto first = log.first_seq(id);
+  REQUIRE(first);
+  auto last = log.last_seq(id);
+  REQUIRE(last);
+  return *last - *first + 1;
+}
+
+} // namespace
+
+TEST_CASE("history fold: job by job on several threads, the same histories "
+          "as the log's global order from its start") {
+  test::temp_dir dir;
+  auto log = open_log(dir / "db");
+  MESSAGE("70 jobs (three runs of 32 ids, so every thread gets some), their "
+          "events interleaved as concurrent jobs write them, each with a "
+          "snapshot in flow U2");
+  auto stories = write_stories(*log, 70);
+  const auto events = stories.front().evs.size();
   MESSAGE("every third job lost its first flow to the retention: seeded "
           "from the kept base and incident");
   for (size_t j = 0; j < stories.size(); j += 3) {
@@ -446,4 +468,89 @@ TEST_CASE("history fold: job by job on several threads, the same histories "
   REQUIRE(none);
   CHECK(none->histories.empty());
   CHECK(none->position == 0);
+}
+
+TEST_CASE("stored histories: the next fold takes each up and reads only the "
+          "events after it; one that no longer matches its event is folded "
+          "again") {
+  test::temp_dir dir;
+  auto log = open_log(dir / "db");
+  auto stories = write_stories(*log, 40);
+  const auto events = stories.front().evs.size();
+  MESSAGE("every third job lost its first flow to the retention");
+  for (size_t j = 0; j < stories.size(); j += 3) {
+    auto cut = cut_of(*log, stories[j].id, 6000);
+    REQUIRE(cut);
+    REQUIRE(purge_cut(*log, std::move(*cut)).incidents == 1);
+  }
+  auto first = fold_histories(*log, 1, 2);
+  REQUIRE(first);
+  CHECK(first->restored == 0);
+  std::vector<digest_record> xs;
+  for (const auto& [id, h] : first->histories)
+    xs.push_back({id, h.seq(), encode_history(h.state())});
+  MESSAGE("stored as a clean stop stores them: only at the job's last event");
+  auto stale = xs.front();
+  --stale.seq;
+  auto none = log->put_histories({stale});
+  REQUIRE(none);
+  CHECK(*none == 0);
+  auto stored = log->put_histories(xs);
+  REQUIRE_MESSAGE(stored, (stored ? "" : message_of(stored.error())));
+  CHECK(*stored == stories.size());
+  MESSAGE("then every other job runs a third flow, one job's last event is "
+          "discarded as a torn write, one job's stored fold is garbage, and "
+          "one job is deleted and its history purged");
+  uint64_t appended = 0;
+  for (size_t j = 0; j < stories.size(); j += 2) {
+    auto& x = stories[j];
+    x.recovery_flow(20'000, "U3");
+    REQUIRE_FALSE(log->append(x.records(events + 1, x.evs.size())));
+    appended += x.evs.size() - events;
+  }
+  const auto& torn = stories[1].id;
+  auto discarded = log->discard(torn, events);
+  REQUIRE(discarded);
+  CHECK(*discarded);
+  const auto& garbage = stories[3].id;
+  auto garbled = log->put_histories({{garbage, events, "not a record"}});
+  REQUIRE(garbled);
+  CHECK(*garbled == 1);
+  const auto& gone = stories[5].id;
+  event deleted{events + 1, 30'000, job_deleted{}};
+  REQUIRE_FALSE(log->append({{gone, events + 1, encode_event(deleted)}}));
+  purge(*log, {{gone, events + 1}});
+  {
+    event_log::reader reader{*log};
+    for (const auto& id : {gone, torn}) {
+      CAPTURE(id);
+      auto h = reader.history(id);
+      REQUIRE(h);
+      CHECK_FALSE(h->has_value());
+    }
+    auto h = reader.history(stories[0].id);
+    REQUIRE(h);
+    REQUIRE(h->has_value());
+    CHECK((*h)->seq == events);
+  }
+  auto want = fold_in_order(*log);
+  CHECK(want.size() == stories.size() - 1);
+  for (size_t threads : {1, 2}) {
+    CAPTURE(threads);
+    auto got = fold_histories(*log, 1, threads);
+    REQUIRE_MESSAGE(got, (got ? "" : message_of(got.error())));
+    MESSAGE("all but the torn, the garbled and the purged job are taken up; "
+            "the events read are theirs and the third flows");
+    CHECK(got->restored == stories.size() - 3);
+    CHECK(got->events
+          == appended + stored_events(*log, torn)
+            + stored_events(*log, garbage));
+    REQUIRE(got->histories.size() == want.size());
+    for (const auto& [id, h] : want) {
+      CAPTURE(id);
+      REQUIRE(got->histories.count(id) == 1);
+      CHECK(encode_history(got->histories.at(id).state())
+            == encode_history(h.state()));
+    }
+  }
 }
