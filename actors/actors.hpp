@@ -97,6 +97,11 @@ using journal_actor = caf::typed_actor<
   // Stores jobs' digests (see `event_log::put_digests`); replies with how
   // many were still current and stored.
   caf::replies_to<digest_atom, std::vector<digest_record>>::with<uint64_t>,
+  // Stores the inspector's folds of jobs' histories (see
+  // `event_log::put_histories`); replies with how many were still current
+  // and stored.
+  caf::replies_to<digest_atom, history_atom,
+                  std::vector<digest_record>>::with<uint64_t>,
   // Removes the history of deleted jobs; replies once it is removed. The
   // order is examined in steps between appends, so appends do not wait for
   // the whole scan.
@@ -304,6 +309,10 @@ using inspector_actor = caf::typed_actor<
   // GetStats: the fleet's goodput and every existing job's ("" = all), or
   // one job's.
   caf::replies_to<goodput_atom, std::string>::with<goodput_report>,
+  // At a clean stop: folds what is left and stores every job's fold through
+  // the journal, for the next start-up to take up; replies with how many
+  // were stored.
+  caf::replies_to<digest_atom, history_atom>::with<uint64_t>,
   // Folds what was appended since the last fold, every second (self-sent).
   caf::reacts_to<sweep_atom>>
   ::extend_with<status_client_actor>;

@@ -88,6 +88,9 @@ using status_atom = caf::atom_constant<caf::atom("status")>;
 /// A job's digest, taken at a clean stop so that the next start-up can
 /// leave the job dormant (registry, job, journal).
 using digest_atom = caf::atom_constant<caf::atom("digest")>;
+/// With `digest_atom`: the inspector's folds of jobs' histories, stored at
+/// a clean stop so that the next start-up folds only what follows them.
+using history_atom = caf::atom_constant<caf::atom("history")>;
 /// Inspection: goodput figures of the fleet and its jobs.
 using goodput_atom = caf::atom_constant<caf::atom("goodput")>;
 

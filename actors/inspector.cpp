@@ -10,6 +10,7 @@
 #include "storage/event_codec.hpp"
 #include "storage/event_log.hpp"
 #include "storage/history_fold.hpp"
+#include "storage/incident_codec.hpp"
 
 namespace recoverd {
 
@@ -36,12 +37,15 @@ caf::error catch_up(self_ptr self) {
     // The first fold reads the whole log: job by job, on every core, not
     // in the global order on this thread (that took 1.8 s for 400,000
     // events, while /metrics and every dashboard waited). Events appended
-    // meanwhile come again below; each history skips what it holds.
+    // meanwhile come again below; each history skips what it holds. After
+    // a clean stop each job takes up the fold it stored then.
     auto all = storage::fold_histories(*st.log, 1);
     if (!all)
       return all.error();
     st.histories = std::move(all->histories);
     st.position = all->position;
+    st.restored = all->restored;
+    st.first_fold_events = all->events;
   }
   for (;;) {
     auto xs = st.log->tail(st.position + 1, tail_chunk);
@@ -93,6 +97,8 @@ component_status status_of(const inspector_state& st, status_verbosity v) {
   result.kind = inspector_state::name;
   result.counters["histories"] = st.histories.size();
   result.counters["position"] = st.position;
+  result.counters["restored"] = st.restored;
+  result.counters["first_fold_events"] = st.first_fold_events;
   // The histories are caught up lazily, before the next answer that needs
   // them: events appended since then are not folded yet.
   if (v == status_verbosity::detailed) {
@@ -175,6 +181,22 @@ inspector(inspector_actor::stateful_pointer<inspector_state> self,
         ES_WARN("inspector could not fold the log: {}", what);
       self->state.fold_error = std::move(what);
       self->delayed_send(self, fold_interval, sweep_atom::value);
+    },
+    [=](digest_atom, history_atom) -> caf::result<uint64_t> {
+      if (auto err = catch_up(self))
+        return err;
+      std::vector<digest_record> xs;
+      xs.reserve(self->state.histories.size());
+      for (const auto& [id, h] : self->state.histories)
+        if (h.seq() > 0)
+          xs.push_back({id, h.seq(), storage::encode_history(h.state())});
+      auto rp = self->make_response_promise<uint64_t>();
+      self
+        ->request(self->state.journal, ask_timeout, digest_atom::value,
+                  history_atom::value, std::move(xs))
+        .then([=](uint64_t n) mutable { rp.deliver(n); },
+              [=](caf::error& err) mutable { rp.deliver(err); });
+      return rp;
     },
     [=](goodput_atom, std::string& id) -> caf::result<goodput_report> {
       if (!id.empty())

@@ -28,6 +28,10 @@ struct inspector_state {
   /// Why the last periodic fold failed; empty when it did not (a failure
   /// is logged once, not every second).
   std::string fold_error;
+  /// Of the first fold: jobs taken up from the folds a clean stop stored,
+  /// and the events read from the log.
+  uint64_t restored = 0;
+  uint64_t first_fold_events = 0;
 
   static inline const char* name = "inspector";
 };

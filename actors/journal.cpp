@@ -340,6 +340,17 @@ journal(journal_actor::stateful_pointer<journal_state> self,
         return stored.error();
       return static_cast<uint64_t>(*stored);
     },
+    [=](digest_atom, history_atom,
+        std::vector<digest_record>& xs) -> caf::result<uint64_t> {
+      // Like a digest, a history is stored only at its job's last event.
+      commit(self);
+      if (self->state.failure)
+        return self->state.failure;
+      auto stored = self->state.log->put_histories(xs);
+      if (!stored)
+        return stored.error();
+      return static_cast<uint64_t>(*stored);
+    },
     [=](sync_atom) {
       commit(self);
       sync(self);

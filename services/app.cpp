@@ -517,6 +517,23 @@ void app::stop() {
                     "start-up replays every job): {}",
                     message_of(err));
           });
+    // Likewise the inspector's folds: the next start-up's first fold takes
+    // them up instead of reading every job's history again.
+    if (inspector_ && !opts_.journal.authority)
+      self
+        ->request(inspector_, std::chrono::seconds(30), digest_atom::value,
+                  history_atom::value)
+        .receive(
+          [](uint64_t n) {
+            ES_INFO("recoverd stored the histories of {} jobs for the next "
+                    "start-up",
+                    n);
+          },
+          [](caf::error& err) {
+            ES_WARN("recoverd could not store the jobs' histories (the next "
+                    "start-up folds every job's events): {}",
+                    message_of(err));
+          });
     if (journal_)
       self->request(journal_, std::chrono::seconds(30), flush_atom::value)
         .receive([](ok_atom) {},

@@ -93,6 +93,9 @@ silent_inspector(inspector_actor::pointer self,
     [=](goodput_atom, std::string&) -> caf::result<goodput_report> {
       return refused();
     },
+    [=](digest_atom, history_atom) -> caf::result<uint64_t> {
+      return refused();
+    },
     [](sweep_atom) {
       // nop
     },

@@ -22,6 +22,8 @@
 #include "inspect.grpc.pb.h"
 #include "platform.grpc.pb.h"
 #include "services/app.hpp"
+#include "storage/event_codec.hpp"
+#include "storage/event_log.hpp"
 
 using namespace recoverd;
 namespace pb = recoverd::platform::v1;
@@ -195,6 +197,19 @@ struct retention_fixture {
         [&](component_status& x) {
           result = x.counters.at("incident_events_read");
         },
+        [&](caf::error& err) { FAIL("no status: " << message_of(err)); });
+    return result;
+  }
+
+  /// A counter of the inspector's status.
+  uint64_t inspector_counter(const std::string& name) {
+    caf::scoped_actor self{daemon->system()};
+    uint64_t result = 0;
+    self
+      ->request(daemon->inspector(), caf::infinite, status_atom::value,
+                status_verbosity::info)
+      .receive(
+        [&](component_status& x) { result = x.counters.at(name); },
         [&](caf::error& err) { FAIL("no status: " << message_of(err)); });
     return result;
   }
@@ -428,4 +443,69 @@ TEST_CASE("inspector: a job put again after its history went counts from its "
   MESSAGE("and a fresh inspector (after a restart) agrees");
   fx.restart();
   CHECK(jobs_line() == "recoverd_jobs 2");
+}
+
+TEST_CASE("inspector: a clean stop stores every job's fold; the next start "
+          "takes them up and reads only the events after them") {
+  retention_fixture fx;
+  fx.put("job");
+  fx.put("other");
+  fx.annotate("other", "k", "v");
+  {
+    agent::client agent{fx.daemon->address(), "job"};
+    test::attach_agent(fx, agent, "job");
+    recover_once(fx, agent, "job");
+  }
+  auto before = fx.metrics();
+  auto incidents_before = fx.incidents("job");
+  REQUIRE(incidents_before.incidents_size() == 1);
+  CHECK(fx.inspector_counter("restored") == 0);
+  const auto other_events = fx.get("other").seq();
+  MESSAGE("a clean stop, then a start: both folds taken up, no event read");
+  fx.restart();
+  // The figures ask for the first fold.
+  auto after = fx.metrics();
+  CHECK(fx.inspector_counter("restored") == 2);
+  CHECK(fx.inspector_counter("first_fold_events") == 0);
+  auto figures = [](const std::string& text) {
+    std::string lines;
+    for (const auto* name :
+         {"\nrecoverd_flows_finished_total{", "\nrecoverd_jobs ",
+          "\nrecoverd_jobs_registered ", "\nrecoverd_flow_duration_seconds_",
+          "\nrecoverd_incident_time_lost_seconds_", "\nrecoverd_incidents{",
+          "\nrecoverd_fleet_mttr_seconds "}) {
+      for (auto i = text.find(name); i != std::string::npos;
+           i = text.find(name, i + 1))
+        lines += text.substr(i, text.find('\n', i + 1) - i);
+    }
+    return lines;
+  };
+  CHECK(figures(after) == figures(before));
+  CHECK(figures(before).find("recoverd_flows_finished_total{")
+        != std::string::npos);
+  CHECK(figures(before).find("recoverd_jobs_registered 1")
+        != std::string::npos);
+  CHECK(same_incidents(fx.incidents("job"), incidents_before));
+  MESSAGE("two more events and a clean stop; then one written behind the "
+          "daemon's back, as a later run that crashed leaves it: the next "
+          "start takes up both folds and reads that one event");
+  fx.annotate("other", "k", "w");
+  fx.annotate("other", "k", "x");
+  fx.daemon->stop();
+  fx.daemon.reset();
+  {
+    storage::event_log_options opts;
+    opts.path = fx.dir / "db";
+    auto log = storage::event_log::open(opts);
+    REQUIRE(log);
+    auto seq = other_events + 3;
+    event ev{seq, t0, job_registered{"agent"}};
+    REQUIRE_FALSE((*log)->append({{"other", seq, storage::encode_event(ev)}}));
+  }
+  fx.start();
+  fx.metrics();
+  CHECK(fx.inspector_counter("restored") == 2);
+  CHECK(fx.inspector_counter("first_fold_events") == 1);
+  CHECK(fx.metrics().find("\nrecoverd_jobs_registered 2\n")
+        != std::string::npos);
 }
