@@ -313,6 +313,9 @@ using inspector_actor = caf::typed_actor<
   // the journal, for the next start-up to take up; replies with how many
   // were stored.
   caf::replies_to<digest_atom, history_atom>::with<uint64_t>,
+  // Stores the folds that changed since they were last stored (self-sent
+  // at the store interval).
+  caf::reacts_to<history_atom>,
   // Folds what was appended since the last fold, every second (self-sent).
   caf::reacts_to<sweep_atom>>
   ::extend_with<status_client_actor>;

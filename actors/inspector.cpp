@@ -30,6 +30,10 @@ constexpr size_t tail_chunk = 4096;
 // (from disk, no longer cached) while every other question waited.
 constexpr auto fold_interval = std::chrono::seconds(1);
 
+// Most folds stored at a time: a store is one write on the journal's
+// thread, between appends.
+constexpr size_t max_stored_per_round = 1024;
+
 // Folds every event appended since the last call into the histories.
 caf::error catch_up(self_ptr self) {
   auto& st = self->state;
@@ -46,6 +50,7 @@ caf::error catch_up(self_ptr self) {
     st.position = all->position;
     st.restored = all->restored;
     st.first_fold_events = all->events;
+    st.unsaved.insert(all->unsaved.begin(), all->unsaved.end());
   }
   for (;;) {
     auto xs = st.log->tail(st.position + 1, tail_chunk);
@@ -66,8 +71,10 @@ caf::error catch_up(self_ptr self) {
       // events below its last seq (/metrics counted one job too few).
       if (!added && ev->seq == 1 && i->second.seq() > 0)
         i->second = job_history{size_t{1}};
-      if (ev->seq > i->second.seq())
+      if (ev->seq > i->second.seq()) {
         i->second.add(*ev);
+        st.unsaved.insert(x.job_id);
+      }
       st.position = x.position;
     }
     if (xs->size() < tail_chunk)
@@ -99,6 +106,9 @@ component_status status_of(const inspector_state& st, status_verbosity v) {
   result.counters["position"] = st.position;
   result.counters["restored"] = st.restored;
   result.counters["first_fold_events"] = st.first_fold_events;
+  result.counters["unsaved"] = st.unsaved.size();
+  result.counters["stored"] = st.stored;
+  result.counters["store_failures"] = st.store_failures;
   // The histories are caught up lazily, before the next answer that needs
   // them: events appended since then are not folded yet.
   if (v == status_verbosity::detailed) {
@@ -108,12 +118,27 @@ component_status status_of(const inspector_state& st, status_verbosity v) {
   return result;
 }
 
+// The stored form of the folds of `ids` (those still folded).
+template <class Ids>
+std::vector<digest_record> records_of(const inspector_state& st,
+                                      const Ids& ids) {
+  std::vector<digest_record> result;
+  result.reserve(ids.size());
+  for (const auto& id : ids)
+    if (auto i = st.histories.find(id);
+        i != st.histories.end() && i->second.seq() > 0)
+      result.push_back(
+        {id, i->second.seq(), storage::encode_history(i->second.state())});
+  return result;
+}
+
 } // namespace
 
 inspector_actor::behavior_type
 inspector(inspector_actor::stateful_pointer<inspector_state> self,
           const storage::event_log* log, job_registry_actor registry,
-          journal_actor journal, event_hub_actor hub) {
+          journal_actor journal, event_hub_actor hub,
+          std::chrono::milliseconds store_interval) {
   if (log == nullptr) {
     self->quit(make_error(errc::invalid_argument, "inspector has no log"));
     return inspector_actor::behavior_type::make_empty_behavior();
@@ -123,7 +148,10 @@ inspector(inspector_actor::stateful_pointer<inspector_state> self,
   st.registry = std::move(registry);
   st.journal = std::move(journal);
   st.hub = std::move(hub);
+  st.store_interval = store_interval;
   self->delayed_send(self, fold_interval, sweep_atom::value);
+  if (store_interval.count() > 0)
+    self->delayed_send(self, store_interval, history_atom::value);
   return {
     [=](list_atom, std::string& ns) -> caf::result<std::vector<job_view>> {
       auto rp = self->make_response_promise<std::vector<job_view>>();
@@ -182,14 +210,47 @@ inspector(inspector_actor::stateful_pointer<inspector_state> self,
       self->state.fold_error = std::move(what);
       self->delayed_send(self, fold_interval, sweep_atom::value);
     },
+    [=](history_atom) {
+      // Stores some of the folds that changed, so that the first fold after
+      // a crash reads only the events after them. One store at a time; a
+      // job that moves on is marked again when its next event is folded.
+      auto& st = self->state;
+      self->delayed_send(self, st.store_interval, history_atom::value);
+      // Caught up first: what changed since the last sweep is stored too.
+      if (st.storing || catch_up(self) || st.unsaved.empty())
+        return;
+      std::vector<std::string> ids;
+      for (auto i = st.unsaved.begin();
+           i != st.unsaved.end() && ids.size() < max_stored_per_round;)
+        ids.push_back(std::move(st.unsaved.extract(i++).value()));
+      st.storing = true;
+      self
+        ->request(st.journal, ask_timeout, digest_atom::value,
+                  history_atom::value, records_of(st, ids))
+        .then(
+          [=](uint64_t n) {
+            self->state.storing = false;
+            self->state.stored += n;
+          },
+          [=](caf::error& err) {
+            auto& st = self->state;
+            st.storing = false;
+            if (st.store_failures++ == 0)
+              ES_WARN("inspector could not store the jobs' folds (a start "
+                      "after a crash folds their events again): {}",
+                      message_of(err));
+            st.unsaved.insert(ids.begin(), ids.end());
+          });
+    },
     [=](digest_atom, history_atom) -> caf::result<uint64_t> {
       if (auto err = catch_up(self))
         return err;
-      std::vector<digest_record> xs;
-      xs.reserve(self->state.histories.size());
-      for (const auto& [id, h] : self->state.histories)
-        if (h.seq() > 0)
-          xs.push_back({id, h.seq(), storage::encode_history(h.state())});
+      std::vector<std::string> ids;
+      ids.reserve(self->state.histories.size());
+      for (const auto& entry : self->state.histories)
+        ids.push_back(entry.first);
+      auto xs = records_of(self->state, ids);
+      self->state.unsaved.clear();
       auto rp = self->make_response_promise<uint64_t>();
       self
         ->request(self->state.journal, ask_timeout, digest_atom::value,

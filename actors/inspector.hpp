@@ -1,7 +1,10 @@
 #pragma once
 
+#include <chrono>
+#include <cstdint>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "actors/actors.hpp"
 #include "actors/model/incidents.hpp"
@@ -32,15 +35,28 @@ struct inspector_state {
   /// and the events read from the log.
   uint64_t restored = 0;
   uint64_t first_fold_events = 0;
+  /// Jobs whose fold changed since it was last stored.
+  std::unordered_set<std::string> unsaved;
+  /// How often the changed folds are stored; zero: only at a clean stop.
+  std::chrono::milliseconds store_interval{0};
+  /// A store is on its way to the journal.
+  bool storing = false;
+  /// Folds stored, and the stores that were not.
+  uint64_t stored = 0;
+  uint64_t store_failures = 0;
 
   static inline const char* name = "inspector";
 };
 
 /// The INSPECTOR behaviour. Run it detached: it reads the log.
 /// @param log The event log; outlives the actor.
+/// @param store_interval How often the folds that changed are stored
+///        through the journal, so that the first fold after a crash reads
+///        only what came after them; zero: only at a clean stop.
 inspector_actor::behavior_type
 inspector(inspector_actor::stateful_pointer<inspector_state> self,
           const storage::event_log* log, job_registry_actor registry,
-          journal_actor journal, event_hub_actor hub);
+          journal_actor journal, event_hub_actor hub,
+          std::chrono::milliseconds store_interval);
 
 } // namespace recoverd

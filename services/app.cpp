@@ -259,7 +259,9 @@ caf::expected<std::unique_ptr<app>> app::start(app_options opts) {
   self->historian_ = self->sys_->spawn<caf::detached>(recoverd::historian,
                                                       reader);
   self->inspector_ = self->sys_->spawn<caf::detached>(
-    recoverd::inspector, reader, self->registry_, self->journal_, self->hub_);
+    recoverd::inspector, reader, self->registry_, self->journal_, self->hub_,
+    opts.journal.authority ? std::chrono::milliseconds{0}
+                           : opts.history_store_interval);
   // GetStatus asks each of them with a timeout, from an actor that is never
   // busy: a stuck one is listed as such.
   self->desk_ = self->sys_->spawn(

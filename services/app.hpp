@@ -100,6 +100,11 @@ struct app_options {
   /// others that may stay dormant (see `storage::replay_all`); false
   /// replays and spawns every job.
   bool dormant_start = true;
+  /// How often the inspector stores the folds of the jobs' histories that
+  /// changed since (a clean stop stores them all), so that the first fold
+  /// after a crash reads only the events after them; zero: only at a clean
+  /// stop. Not under `--store etcd`.
+  std::chrono::milliseconds history_store_interval{60'000};
 };
 
 /// The event log's options from `opts` (the daemon's log, a replica's

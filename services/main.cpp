@@ -167,6 +167,7 @@ int main(int argc, char** argv) {
   std::string sync = "always";
   std::string sync_interval = "100ms";
   std::string retention = "30d";
+  std::string history_store_interval = "60s";
   std::string node_half_life = "1h";
   std::string restart_budget = "off";
   std::string budget_verdict = "reschedule";
@@ -260,6 +261,12 @@ int main(int argc, char** argv) {
                  "(Register answers 402 for it meanwhile), and a live job's "
                  "events before its latest snapshot; incidents are kept; "
                  "checked at start-up and hourly (duration: 36h, 30d, ...)")
+    ->capture_default_str();
+  cli.add_option("--history-store-interval", history_store_interval,
+                 "how often the folds of the jobs' histories that changed "
+                 "are stored, so that the first dashboard answer after a "
+                 "crash reads only the events since (a clean stop stores "
+                 "them all); 0: only at a clean stop")
     ->capture_default_str();
   cli.add_option("--node-score-half-life", node_half_life,
                  "the fleet's node registry: a node's fault score halves "
@@ -394,6 +401,11 @@ int main(int argc, char** argv) {
   if (!parse_duration(retention, opts.registry.retention)) {
     std::cerr << "recoverd: --retention: not a duration: " << retention
               << "\n";
+    return 2;
+  }
+  if (!parse_duration(history_store_interval, opts.history_store_interval)) {
+    std::cerr << "recoverd: --history-store-interval: not a duration: "
+              << history_store_interval << "\n";
     return 2;
   }
   millis half_life{};

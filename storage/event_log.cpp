@@ -488,7 +488,13 @@ event_log::put_cached(const std::vector<digest_record>& xs, bool histories) {
       = check_space(impl_->opts.path, impl_->opts.min_free_bytes,
                     batch.GetDataSize(), ("cannot store " + what).c_str()))
     return err;
-  if (auto st = impl_->db->Write(impl_->write_opts, &batch); !st.ok())
+  // A stored fold is a cache: it need not be durable before the next
+  // synced write carries it to disk (and a lost one costs a fold), so it
+  // does not hold the journal for an fsync.
+  auto opts = impl_->write_opts;
+  if (histories)
+    opts.sync = false;
+  if (auto st = impl_->db->Write(opts, &batch); !st.ok())
     return io_error("cannot store " + what, st);
   return stored;
 }

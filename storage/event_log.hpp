@@ -187,6 +187,7 @@ public:
   /// Stores the inspector's folds of jobs' histories (`JobHistoryRecord`
   /// bytes, see `storage/incident_codec`) in one write, each in place of the
   /// job's earlier one and only while its seq is the job's last event.
+  /// Not synced: they are a cache, made durable by the next synced write.
   /// Returns how many were stored.
   [[nodiscard]] caf::expected<size_t>
   put_histories(const std::vector<digest_record>& xs);

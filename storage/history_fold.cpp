@@ -101,6 +101,8 @@ caf::expected<folded_histories> fold_histories(const event_log& log,
   for (size_t i = 0; i < n; ++i) {
     result.restored += restored[i];
     result.events += events[i];
+    if (folded[i].seq() > 0 && (!restored[i] || events[i] > 0))
+      result.unsaved.push_back((*ids)[i]);
   }
   result.histories.reserve(n);
   for (size_t i = 0; i < n; ++i)

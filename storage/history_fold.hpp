@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
@@ -28,6 +29,9 @@ struct folded_histories {
   /// `event_log::put_histories`), and the events read from the log.
   size_t restored = 0;
   uint64_t events = 0;
+  /// Jobs whose fold is not the one stored: folded from their events, or
+  /// taken up and then fed events after it.
+  std::vector<std::string> unsaved;
 };
 
 /// Starts `h`, the history of job `job_id` whose first stored event is

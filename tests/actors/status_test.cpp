@@ -96,6 +96,9 @@ silent_inspector(inspector_actor::pointer self,
     [=](digest_atom, history_atom) -> caf::result<uint64_t> {
       return refused();
     },
+    [](history_atom) {
+      // nop
+    },
     [](sweep_atom) {
       // nop
     },
@@ -150,8 +153,9 @@ struct status_fixture : test::actor_fixture {
     if (quiet == silent::inspector)
       inspector_hdl = sys().spawn(silent_inspector, held);
     else
-      inspector_hdl = sys().spawn(recoverd::inspector, reader, registry,
-                                  journal_hdl, hub);
+      inspector_hdl
+        = sys().spawn(recoverd::inspector, reader, registry, journal_hdl, hub,
+                      std::chrono::milliseconds{0});
     desk_hdl = sys().spawn(status_desk,
                            status_components{registry, journal_hdl, hub,
                                              inspector_hdl, historian_hdl});

@@ -3,13 +3,15 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
-#include <cstring>
 #include <atomic>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <regex>
 #include <set>
+#include <thread>
 #include <type_traits>
 
 #include <grpcpp/grpcpp.h>
@@ -146,6 +148,61 @@ TEST_CASE("e2e: put with recoverctl, register, subscribe, SIGKILL, restart, "
   std::string text{std::istreambuf_iterator<char>(log), {}};
   CHECK(text.find("replayed 1 jobs") != std::string::npos);
   CHECK(text.find("event log closed") != std::string::npos);
+}
+
+TEST_CASE("e2e: the folds stored while the daemon ran serve the start after "
+          "a SIGKILL: the first fold reads none of the job's events") {
+  temp_dir dir;
+  {
+    std::ofstream f{dir / "job.json"};
+    f << job_file;
+  }
+  // The inspector's counters, as `recoverctl status` lists them.
+  auto inspector = [](const std::string& address) {
+    std::map<std::string, std::string> result;
+    auto [rc, out] = ctl(address, "status --output json");
+    if (rc != 0)
+      return result;
+    auto doc = nlohmann::json::parse(out, nullptr, false);
+    if (doc.is_discarded())
+      return result;
+    for (const auto& c : doc["components"])
+      if (c.value("name", "") == "inspector")
+        for (const auto& [k, v] : c["counters"].items())
+          result[k] = v.get<std::string>();
+    return result;
+  };
+  {
+    running_daemon d{dir, "127.0.0.1:0", {"--history-store-interval", "100ms"}};
+    auto [rc, out] = ctl(d.address, "job put " + (dir / "job.json"));
+    REQUIRE_MESSAGE(rc == 0, out);
+    auto [arc, aout] = ctl(d.address, "annotate e2e-job owner=ops");
+    REQUIRE_MESSAGE(arc == 0, aout);
+    MESSAGE("both events folded and the fold stored, with no stop");
+    std::map<std::string, std::string> c;
+    for (int i = 0; i < 250; ++i) {
+      c = inspector(d.address);
+      if (c["position"] == "2" && c["unsaved"] == "0")
+        break;
+      std::this_thread::sleep_for(20ms);
+    }
+    CHECK(c["position"] == "2");
+    CHECK(c["unsaved"] == "0");
+    CHECK(c["stored"] != "0");
+    d.proc->kill(SIGKILL);
+    CHECK(d.proc->wait() == 128 + SIGKILL);
+  }
+  running_daemon d{dir};
+  std::map<std::string, std::string> c;
+  for (int i = 0; i < 250 && c["histories"] != "1"; ++i) {
+    c = inspector(d.address);
+    std::this_thread::sleep_for(20ms);
+  }
+  CHECK(c["histories"] == "1");
+  CHECK(c["restored"] == "1");
+  CHECK(c["first_fold_events"] == "0");
+  d.proc->kill(SIGTERM);
+  CHECK(d.proc->wait() == 0);
 }
 
 TEST_CASE("e2e: a second daemon on the same data directory or port fails at "

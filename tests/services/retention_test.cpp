@@ -17,6 +17,7 @@
 #include "actors/error.hpp"
 #include "actors/model/recovery.hpp"
 #include "agent.hpp"
+#include "fixtures/eventually.hpp"
 #include "fixtures/flow_fixture.hpp"
 #include "fixtures/temp_dir.hpp"
 #include "inspect.grpc.pb.h"
@@ -59,6 +60,7 @@ struct retention_fixture {
     opts.worker_threads = 2;
     opts.registry.retention = std::chrono::hours{1};
     opts.dormant_start = dormant_start;
+    opts.history_store_interval = store_interval;
     // A snapshot after every event: whatever is old lies before one.
     opts.registry.job.snapshot_every = 1;
     auto clock = now;
@@ -80,6 +82,8 @@ struct retention_fixture {
 
   /// Whether start-up leaves jobs with a current digest dormant.
   bool dormant_start = true;
+  /// How often the inspector stores the folds that changed.
+  std::chrono::milliseconds store_interval{60'000};
 
   void restart() {
     daemon->stop();
@@ -508,4 +512,30 @@ TEST_CASE("inspector: a clean stop stores every job's fold; the next start "
   CHECK(fx.inspector_counter("first_fold_events") == 1);
   CHECK(fx.metrics().find("\nrecoverd_jobs_registered 2\n")
         != std::string::npos);
+}
+
+TEST_CASE("inspector: the folds that changed are stored every interval, "
+          "without a stop") {
+  retention_fixture fx;
+  fx.store_interval = 100ms;
+  fx.restart();
+  fx.put("job");
+  fx.put("other");
+  fx.annotate("other", "k", "v");
+  const auto seq = fx.get("other").seq();
+  auto stored_seq = [&](const std::string& id) -> uint64_t {
+    storage::event_log::reader reader{fx.daemon->log()};
+    auto h = reader.history(id);
+    REQUIRE(h);
+    return *h ? (*h)->seq : 0;
+  };
+  CHECK(test::eventually(
+    [&] { return stored_seq("other") == seq && stored_seq("job") == 1; }));
+  CHECK(test::eventually([&] { return fx.inspector_counter("unsaved") == 0; }));
+  CHECK(fx.inspector_counter("stored") >= 2);
+  CHECK(fx.inspector_counter("store_failures") == 0);
+  MESSAGE("a job that changes is stored again at its new last event");
+  fx.annotate("other", "k", "w");
+  CHECK(test::eventually([&] { return stored_seq("other") == seq + 1; }));
+  CHECK(stored_seq("job") == 1);
 }
