@@ -20,6 +20,7 @@
 #include <httplib.h>
 
 #include "actors/error.hpp"
+#include "actors/model/incidents.hpp"
 #include "actors/model/job_model.hpp"
 #include "actors/model/text.hpp"
 #include "events.pb.h"
@@ -28,6 +29,7 @@
 #include "services/app.hpp"
 #include "storage/event_codec.hpp"
 #include "storage/event_log.hpp"
+#include "storage/incident_codec.hpp"
 
 namespace recoverd::fuzz {
 
@@ -292,12 +294,41 @@ report fuzz_events(const options& opts) {
       base = apply(std::move(base), *ev);
       break;
     }
+  // The inspector's stored folds: the seed events folded one by one, each
+  // fold a seed of its own (taken up after a crash, as the log gives it).
+  std::vector<event> seed_events;
+  {
+    job_history h{2};
+    for (const auto& s : seeds)
+      if (auto ev = storage::decode_event(s)) {
+        h.add(*ev);
+        seed_events.push_back(std::move(*ev));
+        seeds.push_back(storage::encode_history(h.state()));
+      }
+  }
   size_t next_seed = 0;
   return drive("events", opts, [&](report& out) {
     auto input = seeds[next_seed++ % seeds.size()];
     if (next_seed > seeds.size())
       mutate_bytes(input, r);
     ++out.inputs;
+    if (auto x = storage::decode_history(input)) {
+      ++out.accepted;
+      auto again = storage::encode_history(*x);
+      auto twice = storage::decode_history(again);
+      if (!twice || storage::encode_history(*twice) != again)
+        out.findings.push_back("history round trip does not hold for "
+                               + shown(input));
+      // A fold taken up from a damaged record folds the job's next events
+      // and answers: it must not bring the process down.
+      job_history h{std::move(*x), 2};
+      for (int k = 0; k < 3 && !seed_events.empty(); ++k)
+        h.add(seed_events[pick(r, seed_events.size())]);
+      auto figures = h.figures(INT64_MAX / 2);
+      auto all = h.all();
+      (void) figures;
+      (void) all;
+    }
     if (auto ev = storage::decode_event(input)) {
       ++out.accepted;
       // What decodes must encode and decode to the same record (compared

@@ -2,8 +2,9 @@
 
 /// recoverd's fuzzer: seeded mutation of a corpus kept in the repository
 /// (tests/fuzz/corpus), against three entries that take bytes from outside:
-/// - `events`: the event and snapshot decoders (what a damaged log feeds the
-///   replay), and `apply` of whatever decodes;
+/// - `events`: the event, snapshot and stored-fold decoders (what a damaged
+///   log feeds the replay and the inspector), and `apply` of whatever
+///   decodes, or more events folded onto a fold taken up;
 /// - `grpc`: every unary RPC of Recover and Platform on an in-process daemon,
 ///   requests mutated field by field (so they still parse and reach the
 ///   proto -> domain conversion and the model), sometimes byte by byte;
