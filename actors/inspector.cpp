@@ -118,18 +118,9 @@ component_status status_of(const inspector_state& st, status_verbosity v) {
   return result;
 }
 
-// The stored form of the folds of `ids` (those still folded).
-template <class Ids>
-std::vector<digest_record> records_of(const inspector_state& st,
-                                      const Ids& ids) {
-  std::vector<digest_record> result;
-  result.reserve(ids.size());
-  for (const auto& id : ids)
-    if (auto i = st.histories.find(id);
-        i != st.histories.end() && i->second.seq() > 0)
-      result.push_back(
-        {id, i->second.seq(), storage::encode_history(i->second.state())});
-  return result;
+// The stored form of job `id`'s fold `h`.
+digest_record record_of(const std::string& id, const job_history& h) {
+  return {id, h.seq(), storage::encode_history(h.state())};
 }
 
 } // namespace
@@ -223,10 +214,15 @@ inspector(inspector_actor::stateful_pointer<inspector_state> self,
       for (auto i = st.unsaved.begin();
            i != st.unsaved.end() && ids.size() < max_stored_per_round;)
         ids.push_back(std::move(st.unsaved.extract(i++).value()));
+      std::vector<digest_record> xs;
+      for (const auto& id : ids)
+        if (auto i = st.histories.find(id);
+            i != st.histories.end() && i->second.seq() > 0)
+          xs.push_back(record_of(id, i->second));
       st.storing = true;
       self
         ->request(st.journal, ask_timeout, digest_atom::value,
-                  history_atom::value, records_of(st, ids))
+                  history_atom::value, std::move(xs))
         .then(
           [=](uint64_t n) {
             self->state.storing = false;
@@ -245,11 +241,11 @@ inspector(inspector_actor::stateful_pointer<inspector_state> self,
     [=](digest_atom, history_atom) -> caf::result<uint64_t> {
       if (auto err = catch_up(self))
         return err;
-      std::vector<std::string> ids;
-      ids.reserve(self->state.histories.size());
-      for (const auto& entry : self->state.histories)
-        ids.push_back(entry.first);
-      auto xs = records_of(self->state, ids);
+      std::vector<digest_record> xs;
+      xs.reserve(self->state.histories.size());
+      for (const auto& [id, h] : self->state.histories)
+        if (h.seq() > 0)
+          xs.push_back(record_of(id, h));
       self->state.unsaved.clear();
       auto rp = self->make_response_promise<uint64_t>();
       self

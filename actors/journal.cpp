@@ -166,6 +166,19 @@ void commit(self_ptr self) {
   }
 }
 
+// Stores digests or folds with `put` after what is pending: each is stored
+// only while it was taken at its job's last event.
+template <class Put>
+caf::result<uint64_t> store_cached(self_ptr self, Put put) {
+  commit(self);
+  if (self->state.failure)
+    return self->state.failure;
+  auto stored = put(*self->state.log);
+  if (!stored)
+    return stored.error();
+  return static_cast<uint64_t>(*stored);
+}
+
 // Under the batch policy, makes the written appends durable.
 void sync(self_ptr self) {
   auto& st = self->state;
@@ -328,28 +341,14 @@ journal(journal_actor::stateful_pointer<journal_state> self,
         return self->state.failure;
       return ok_atom::value;
     },
-    [=](digest_atom,
-        std::vector<digest_record>& xs) -> caf::result<uint64_t> {
-      // After what is pending: a digest is stored only while it was taken
-      // at its job's last event.
-      commit(self);
-      if (self->state.failure)
-        return self->state.failure;
-      auto stored = self->state.log->put_digests(xs);
-      if (!stored)
-        return stored.error();
-      return static_cast<uint64_t>(*stored);
+    [=](digest_atom, std::vector<digest_record>& xs) -> caf::result<uint64_t> {
+      return store_cached(
+        self, [&](storage::event_log& log) { return log.put_digests(xs); });
     },
     [=](digest_atom, history_atom,
         std::vector<digest_record>& xs) -> caf::result<uint64_t> {
-      // Like a digest, a history is stored only at its job's last event.
-      commit(self);
-      if (self->state.failure)
-        return self->state.failure;
-      auto stored = self->state.log->put_histories(xs);
-      if (!stored)
-        return stored.error();
-      return static_cast<uint64_t>(*stored);
+      return store_cached(
+        self, [&](storage::event_log& log) { return log.put_histories(xs); });
     },
     [=](sync_atom) {
       commit(self);

@@ -190,32 +190,29 @@ struct retention_fixture {
     REQUIRE_MESSAGE(st.ok(), st.error_message());
   }
 
-  /// The events the historian has decoded for ListIncidents so far.
-  uint64_t incident_events_read() {
+  /// A counter of the status of `component` (the historian, the
+  /// inspector).
+  template <class Handle>
+  uint64_t counter(const Handle& component, const std::string& name) {
     caf::scoped_actor self{daemon->system()};
     uint64_t result = 0;
     self
-      ->request(daemon->historian(), caf::infinite, status_atom::value,
-                status_verbosity::info)
-      .receive(
-        [&](component_status& x) {
-          result = x.counters.at("incident_events_read");
-        },
-        [&](caf::error& err) { FAIL("no status: " << message_of(err)); });
-    return result;
-  }
-
-  /// A counter of the inspector's status.
-  uint64_t inspector_counter(const std::string& name) {
-    caf::scoped_actor self{daemon->system()};
-    uint64_t result = 0;
-    self
-      ->request(daemon->inspector(), caf::infinite, status_atom::value,
+      ->request(component, caf::infinite, status_atom::value,
                 status_verbosity::info)
       .receive(
         [&](component_status& x) { result = x.counters.at(name); },
         [&](caf::error& err) { FAIL("no status: " << message_of(err)); });
     return result;
+  }
+
+  /// The events the historian has decoded for ListIncidents so far.
+  uint64_t incident_events_read() {
+    return counter(daemon->historian(), "incident_events_read");
+  }
+
+  /// A counter of the inspector's status.
+  uint64_t inspector_counter(const std::string& name) {
+    return counter(daemon->inspector(), name);
   }
 
   std::string metrics() {
